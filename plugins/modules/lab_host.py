@@ -1,0 +1,535 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lab_host
+short_description: Boot, stop or remove one local lab host (a systemd-nspawn container in its own network namespace)
+version_added: 0.1.0
+description:
+  - A lab host is a real Debian system booted with C(systemd-nspawn --boot) from an overlay of a cached
+    image (see M(llamarpc.cluster.lab_image)), in its own network namespace joined to the lab bridge
+    (see M(llamarpc.cluster.lab_network)) by a veth pair. Inside run systemd, sshd, logind and user managers;
+    C(/dev/fuse) and C(/dev/net/tun) are present and the host has C(CAP_NET_ADMIN) for nftables and TUN.
+  - Per host it can cap the data directory's size (a loop-mounted ext4 image), the memory (a memory cgroup)
+    and the link bandwidth (C(tc tbf) both ways).
+  - O(state=running) is idempotent - it creates only what is missing and starts a stopped host again;
+    O(state=absent) leaves nothing behind (process, mounts, namespace, interfaces, cgroup, state directory).
+author:
+  - llamarpc.cluster contributors
+requirements:
+  - root on the controller; systemd-nspawn, iproute2, ssh-keygen; tc for bandwidth caps; mkfs.ext4 for data caps
+options:
+  name:
+    description: Host name (also the container's machine name and hostname).
+    type: str
+    required: true
+  state:
+    description: C(running) boots the host (and waits for SSH), C(stopped) shuts it down cleanly,
+      C(absent) removes every trace of it.
+    type: str
+    choices: [running, stopped, absent]
+    default: running
+  state_dir:
+    description: Per-host directory on the controller (overlay layers, data image, console log, pid file).
+    type: path
+    required: true
+  image:
+    description: Root filesystem to overlay. Required when O(state=running).
+    type: path
+  netns:
+    description:
+      - Network namespace name. Required when O(state=running); for O(state=stopped) and O(state=absent)
+        it defaults to the value recorded in the state directory when the host was booted.
+    type: str
+  veth:
+    description:
+      - Controller-side veth name (at most 15 characters); the host side is C(eth0).
+        Required and recorded like O(netns).
+    type: str
+  bridge:
+    description: Bridge the veth joins. Required when O(state=running).
+    type: str
+  address:
+    description: IPv4 address of the host. Required when O(state=running).
+    type: str
+  prefixlen:
+    description: Prefix length of the lab subnet.
+    type: int
+    default: 24
+  data_size:
+    description: Size cap of the data directory in bytes (0 = a plain directory without a cap).
+    type: int
+    default: 0
+  data_path:
+    description: Where the data directory appears inside the host.
+    type: path
+    default: /data
+  memory_max:
+    description: Memory cap in bytes (0 = none).
+    type: int
+    default: 0
+  bandwidth:
+    description: Link bandwidth cap in bit/s, applied in both directions (0 = none).
+    type: int
+    default: 0
+  admin_user:
+    description: Administrator of the image whose C(authorized_keys) gets O(authorized_key).
+    type: str
+    default: lab
+  authorized_key:
+    description: Public key allowed to log in as O(admin_user). Required when O(state=running).
+    type: str
+  boot_timeout:
+    description: Seconds to wait for SSH to answer after start.
+    type: int
+    default: 90
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+seealso:
+  - module: llamarpc.cluster.lab_plan
+  - module: llamarpc.cluster.lab_image
+  - module: llamarpc.cluster.lab_network
+"""
+
+EXAMPLES = r"""
+- name: Boot a lab host with a 2 GiB data disk
+  llamarpc.cluster.lab_host:
+    name: node1
+    state_dir: /var/lib/llamarpc-lab/demo/hosts/node1
+    image: /var/cache/llamarpc/lab/bookworm-0123456789abcdef/rootfs
+    netns: llrpc-demo-node1
+    veth: llv0123456789a
+    bridge: llrpc0
+    address: 10.213.0.11
+    data_size: 2147483648
+    authorized_key: "{{ lookup('ansible.builtin.file', '/var/lib/llamarpc-lab/demo/ssh/id_ed25519.pub') }}"
+
+- name: Remove it
+  llamarpc.cluster.lab_host:
+    name: node1
+    state: absent
+    state_dir: /var/lib/llamarpc-lab/demo/hosts/node1
+    netns: llrpc-demo-node1
+    veth: llv0123456789a
+"""
+
+RETURN = r"""
+host_key:
+  description: The host's public SSH host key (C(ssh-ed25519 ...)), for a known_hosts file.
+  returned: state is running
+  type: str
+  sample: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA...
+pid:
+  description: PID of the host's systemd-nspawn process.
+  returned: state is running and not in check mode
+  type: int
+  sample: 4242
+actions:
+  description: What was done (or would be done in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [create netns, mount overlay, start]
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import mount_points, nspawn_argv, tbf_args
+
+CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
+RECORD = "host.json"
+
+
+class Host:
+    """Inspection and actions for one lab host; every action is appended to ``actions``."""
+
+    def __init__(self, module):
+        self.m = module
+        self.p = module.params
+        self.actions = []
+        self.ip = module.get_bin_path("ip", required=True)
+        self.dir = self.p["state_dir"]
+        self.rootfs = os.path.join(self.dir, "rootfs")
+        self.upper = os.path.join(self.dir, "upper")
+        self.data = os.path.join(self.dir, "data")
+        self.pidfile = os.path.join(self.dir, "nspawn.pid")
+        self.cgroup = os.path.join(CGROUP_V1_MEMORY, "llamarpc-lab", self.p["netns"])
+
+    # --- helpers -------------------------------------------------------------------------
+    def act(self, what, argv=None):
+        """Record an action; run ``argv`` unless in check mode."""
+        self.actions.append(what)
+        if argv is not None and not self.m.check_mode:
+            rc, out, err = self.m.run_command(argv)
+            if rc != 0:
+                self.m.fail_json(msg=f"{what} failed: {' '.join(argv)}: {(err or out).strip()}", actions=self.actions)
+        return not self.m.check_mode
+
+    def mounted(self, path):
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            return os.path.realpath(path) in mount_points(handle.read())
+
+    def netns_exists(self):
+        return os.path.exists(f"/run/netns/{self.p['netns']}")
+
+    def link_exists(self, name, netns=None):
+        argv = [self.ip] + (["-n", netns] if netns else []) + ["link", "show", "dev", name]
+        return self.m.run_command(argv)[0] == 0
+
+    def pid(self):
+        """PID of this host's nspawn process if it is alive, else None."""
+        try:
+            with open(self.pidfile, encoding="ascii") as handle:
+                pid = int(handle.read().strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        if b"-M" in cmdline and self.p["name"].encode() in cmdline and any(b"nspawn" in c for c in cmdline[:1]):
+            return pid
+        return None
+
+    # --- running ---------------------------------------------------------------------------
+    def ensure_network(self):
+        p = self.p
+        ns = p["netns"]
+        if not self.netns_exists():
+            self.act("create netns", [self.ip, "netns", "add", ns])
+        if not self.link_exists(p["veth"]):
+            self.act("create veth", [self.ip, "link", "add", p["veth"], "type", "veth", "peer", "name", "eth0", "netns", ns])
+        rc, out, _err = self.m.run_command([self.ip, "-j", "link", "show", "dev", p["veth"]])
+        info = json.loads(out or "[{}]")[0] if rc == 0 else {}
+        if info.get("master") != p["bridge"] or "UP" not in (info.get("flags") or []):
+            self.act("attach veth", [self.ip, "link", "set", p["veth"], "master", p["bridge"], "up"])
+        rc, out, _err = self.m.run_command([self.ip, "-n", ns, "-j", "addr", "show", "dev", "eth0"])
+        info = json.loads(out or "[{}]")[0] if rc == 0 and out.strip() else {}
+        want = f"{p['address']}/{p['prefixlen']}"
+        have = [f"{a['local']}/{a['prefixlen']}" for a in info.get("addr_info", [])]
+        if want not in have:
+            self.act("address eth0", [self.ip, "-n", ns, "addr", "add", want, "dev", "eth0"])
+        if "UP" not in (info.get("flags") or []):
+            self.act("eth0 up", [self.ip, "-n", ns, "link", "set", "eth0", "up"])
+            self.act("lo up", [self.ip, "-n", ns, "link", "set", "lo", "up"])
+        self.ensure_bandwidth()
+
+    def ensure_bandwidth(self):
+        """tbf on the controller side (towards the host) and inside the namespace (from the host)."""
+        rate = self.p["bandwidth"]
+        tc = self.m.get_bin_path("tc", required=bool(rate))
+        if tc is None:
+            return
+        stamp = os.path.join(self.dir, "bandwidth")
+        try:
+            with open(stamp, encoding="ascii") as handle:
+                applied = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            applied = 0
+        sides = ([], self.p["veth"]), (["-n", self.p["netns"]], "eth0")
+        present = all("tbf" in self.m.run_command([tc] + ns + ["qdisc", "show", "dev", dev])[1] for ns, dev in sides)
+        if rate and (applied != rate or not present):
+            for ns, dev in sides:
+                self.act(f"cap {dev} at {rate} bit/s", [tc] + ns + ["qdisc", "replace", "dev", dev, "root"] + tbf_args(rate))
+            if not self.m.check_mode:
+                with open(stamp, "w", encoding="ascii") as handle:
+                    handle.write(str(rate))
+        elif not rate and applied:
+            for ns, dev in sides:
+                self.act(f"uncap {dev}", [tc] + ns + ["qdisc", "del", "dev", dev, "root"])
+            if not self.m.check_mode:
+                os.unlink(stamp)
+
+    def ensure_files(self):
+        """Per-host overlay layer: host keys, machine id, hostname, admin's authorized key."""
+        p = self.p
+        if not os.path.isdir(self.upper):
+            self.actions.append("create overlay layer")
+        if not self.m.check_mode:
+            for sub in ("upper", "work", "rootfs"):
+                os.makedirs(os.path.join(self.dir, sub), mode=0o755, exist_ok=True)
+        if self.m.check_mode and not os.path.isdir(self.upper):
+            return
+        etc = os.path.join(self.upper, "etc")
+        key = os.path.join(etc, "ssh", "ssh_host_ed25519_key")
+        if not os.path.exists(key):
+            self.makedirs(os.path.dirname(key))
+            self.act("generate host key", [self.m.get_bin_path("ssh-keygen", required=True), "-q", "-t", "ed25519", "-N", "", "-C", p["name"], "-f", key])
+        self.write(os.path.join(etc, "ssh", "sshd_config.d", "05-hostkey.conf"), "HostKey /etc/ssh/ssh_host_ed25519_key\n")
+        self.write(os.path.join(etc, "hostname"), p["name"] + "\n")
+        self.write(os.path.join(etc, "hosts"), f"127.0.0.1 localhost\n127.0.1.1 {p['name']}\n::1 localhost ip6-localhost ip6-loopback\n")
+        machine_id = os.path.join(etc, "machine-id")
+        if not os.path.exists(machine_id) or os.path.getsize(machine_id) == 0:
+            self.write(machine_id, uuid.uuid4().hex + "\n", force=True)
+        uid, gid, home = self.admin_account()
+        ssh_dir = os.path.join(self.upper, home.lstrip("/"), ".ssh")
+        if self.write(os.path.join(ssh_dir, "authorized_keys"), p["authorized_key"].strip() + "\n", mode=0o600) and not self.m.check_mode:
+            os.chmod(ssh_dir, 0o700)
+            for path in (ssh_dir, os.path.join(ssh_dir, "authorized_keys")):
+                os.chown(path, uid, gid)
+
+    def admin_account(self):
+        with open(os.path.join(self.p["image"], "etc", "passwd"), encoding="utf-8") as handle:
+            for line in handle:
+                fields = line.rstrip("\n").split(":")
+                if fields[0] == self.p["admin_user"]:
+                    return int(fields[2]), int(fields[3]), fields[5]
+        self.m.fail_json(msg=f"user {self.p['admin_user']} does not exist in image {self.p['image']}")
+
+    def write(self, path, content, mode=0o644, force=False):
+        """Write a file of the overlay when its content differs; True when it was (or would be) written."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == content and not force:
+                    return False
+        except OSError:
+            pass
+        self.actions.append(f"write {os.path.relpath(path, self.upper)}")
+        if not self.m.check_mode:
+            self.makedirs(os.path.dirname(path))
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(content)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        return True
+
+    def makedirs(self, path):
+        """Create missing directories of the upper layer with the owner and mode of the image's own,
+        so that the overlay does not hide them (a root-owned /home/lab would lock the admin out)."""
+        if os.path.isdir(path) or os.path.normpath(path) == os.path.normpath(self.upper):
+            return
+        self.makedirs(os.path.dirname(path))
+        os.mkdir(path)
+        lower = os.path.join(self.p["image"], os.path.relpath(path, self.upper))
+        if os.path.isdir(lower):
+            st = os.stat(lower)
+            os.chown(path, st.st_uid, st.st_gid)
+            os.chmod(path, st.st_mode & 0o7777)
+
+    def ensure_mounts(self):
+        p = self.p
+        if not self.mounted(self.rootfs):
+            opts = f"lowerdir={p['image']},upperdir={self.upper},workdir={os.path.join(self.dir, 'work')}"
+            self.act("mount overlay", ["mount", "-t", "overlay", "overlay", "-o", opts, self.rootfs])
+        image = os.path.join(self.dir, "data.img")
+        if p["data_size"]:
+            if os.path.exists(image) and os.path.getsize(image) != p["data_size"]:
+                self.m.fail_json(
+                    msg=f"{p['name']}: its data disk is {os.path.getsize(image)} bytes, not the requested "
+                    f"{p['data_size']}; remove the lab (lab_down) to change it"
+                )
+            if not os.path.exists(image):
+                self.actions.append("create data disk")
+                if not self.m.check_mode:
+                    with open(image + ".tmp", "wb") as handle:
+                        handle.truncate(p["data_size"])
+                    mkfs = self.m.get_bin_path("mkfs.ext4", required=True)
+                    self.m.run_command([mkfs, "-q", "-F", "-m", "0", "-E", "root_owner=0:0", image + ".tmp"], check_rc=True)
+                    os.rename(image + ".tmp", image)
+        if not os.path.isdir(self.data):
+            self.actions.append("create data dir")
+            if not self.m.check_mode:
+                os.makedirs(self.data)
+        if p["data_size"] and not self.mounted(self.data):
+            self.act("mount data disk", ["mount", "-o", "loop", image, self.data])
+
+    def ensure_cgroup(self):
+        if not self.p["memory_max"]:
+            return None
+        limit = os.path.join(self.cgroup, "memory.limit_in_bytes")
+        try:
+            with open(limit, encoding="ascii") as handle:
+                current = int(handle.read().strip())
+        except (OSError, ValueError):
+            current = None
+        if current != self.p["memory_max"]:
+            self.actions.append(f"memory cap {self.p['memory_max']}")
+            if not self.m.check_mode:
+                os.makedirs(self.cgroup, exist_ok=True)
+                with open(limit, "w", encoding="ascii") as handle:
+                    handle.write(str(self.p["memory_max"]))
+        return self.cgroup
+
+    def start(self, cgroup):
+        p = self.p
+        self.actions.append("start")
+        if self.m.check_mode:
+            return None
+        nspawn = self.m.get_bin_path("systemd-nspawn", required=True)
+        argv = nspawn_argv(nspawn, p["name"], self.rootfs, f"/run/netns/{p['netns']}", binds=[(self.data, p["data_path"])])
+
+        def join_cgroup():
+            if cgroup:
+                with open(os.path.join(cgroup, "cgroup.procs"), "w", encoding="ascii") as handle:
+                    handle.write(str(os.getpid()))
+
+        with open(os.path.join(self.dir, "console.log"), "ab") as log:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=join_cgroup if cgroup else None,  # noqa: PLW1509 - must run in the child before exec
+                close_fds=True,
+            )
+        with open(self.pidfile, "w", encoding="ascii") as handle:
+            handle.write(str(proc.pid))
+        return proc
+
+    def wait_ssh(self, proc):
+        deadline = time.monotonic() + self.p["boot_timeout"]
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                break
+            try:
+                with socket.create_connection((self.p["address"], 22), timeout=2) as sock:
+                    sock.settimeout(3)
+                    if sock.recv(64).startswith(b"SSH-"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        self.m.fail_json(
+            msg=f"lab host {self.p['name']} did not answer SSH on {self.p['address']} within {self.p['boot_timeout']} s",
+            console_tail=self.console_tail(),
+            actions=self.actions,
+        )
+
+    def console_tail(self, lines=25):
+        try:
+            with open(os.path.join(self.dir, "console.log"), encoding="utf-8", errors="replace") as handle:
+                return handle.read().splitlines()[-lines:]
+        except OSError:
+            return []
+
+    def host_key(self):
+        try:
+            with open(os.path.join(self.upper, "etc", "ssh", "ssh_host_ed25519_key.pub"), encoding="ascii") as handle:
+                return " ".join(handle.read().split()[:2])
+        except OSError:
+            return None
+
+    # --- stopped / absent --------------------------------------------------------------------
+    def stop(self, timeout=30):
+        pid = self.pid()
+        if pid is None:
+            return
+        self.actions.append("stop")
+        if self.m.check_mode:
+            return
+        os.kill(pid, signal.SIGTERM)  # nspawn asks the host's systemd to power off cleanly
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.pid() == pid:
+            time.sleep(0.2)
+        if self.pid() == pid:
+            os.kill(pid, signal.SIGKILL)
+            while self.pid() == pid:
+                time.sleep(0.1)
+
+    def remove(self):
+        self.stop()
+        for path, what in ((self.rootfs, "overlay"), (self.data, "data disk")):
+            if os.path.isdir(path) and self.mounted(path):
+                self.act(f"unmount {what}", ["umount", path])
+        if self.link_exists(self.p["veth"]):
+            self.act("delete veth", [self.ip, "link", "del", self.p["veth"]])
+        if self.netns_exists():
+            self.act("delete netns", [self.ip, "netns", "del", self.p["netns"]])
+        if os.path.isdir(self.cgroup):
+            self.actions.append("remove memory cgroup")
+            if not self.m.check_mode:
+                os.rmdir(self.cgroup)
+        if os.path.exists(self.dir):
+            self.actions.append("remove state dir")
+            if not self.m.check_mode:
+                shutil.rmtree(self.dir)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str", "required": True},
+            "state": {"type": "str", "choices": ["running", "stopped", "absent"], "default": "running"},
+            "state_dir": {"type": "path", "required": True},
+            "image": {"type": "path"},
+            "netns": {"type": "str"},
+            "veth": {"type": "str"},
+            "bridge": {"type": "str"},
+            "address": {"type": "str"},
+            "prefixlen": {"type": "int", "default": 24},
+            "data_size": {"type": "int", "default": 0},
+            "data_path": {"type": "path", "default": "/data"},
+            "memory_max": {"type": "int", "default": 0},
+            "bandwidth": {"type": "int", "default": 0},
+            "admin_user": {"type": "str", "default": "lab"},
+            "authorized_key": {"type": "str", "no_log": False},
+            "boot_timeout": {"type": "int", "default": 90},
+        },
+        required_if=[("state", "running", ["image", "netns", "veth", "bridge", "address", "authorized_key"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    recorded = os.path.join(p["state_dir"], RECORD)
+    if p["state"] != "running" and not (p["netns"] and p["veth"]):
+        try:
+            with open(recorded, encoding="utf-8") as handle:
+                names = json.load(handle)
+        except (OSError, ValueError):
+            if os.path.exists(p["state_dir"]):
+                module.fail_json(msg=f"{recorded} is missing or unreadable: pass netns and veth explicitly")
+            module.exit_json(changed=False, actions=[])
+        p["netns"] = p["netns"] or names["netns"]
+        p["veth"] = p["veth"] or names["veth"]
+    if len(p["veth"]) > 15:
+        module.fail_json(msg=f"veth name {p['veth']!r} is longer than 15 characters")
+    for key in ("data_size", "memory_max", "bandwidth"):
+        if p[key] < 0:
+            module.fail_json(msg=f"{key} must not be negative")
+    host = Host(module)
+    result = {}
+    if p["state"] == "running":
+        if not os.path.isfile(os.path.join(p["image"], "etc", "os-release")):
+            module.fail_json(msg=f"image {p['image']} is not a root filesystem (no etc/os-release)")
+        if not module.check_mode:
+            os.makedirs(p["state_dir"], mode=0o700, exist_ok=True)
+            with open(recorded, "w", encoding="utf-8") as handle:
+                json.dump({"name": p["name"], "netns": p["netns"], "veth": p["veth"]}, handle)
+        host.ensure_network()
+        host.ensure_files()
+        host.ensure_mounts()
+        cgroup = host.ensure_cgroup()
+        pid = host.pid()
+        if pid is None:
+            proc = host.start(cgroup)
+            if proc is not None:
+                host.wait_ssh(proc)
+                pid = proc.pid
+        result["host_key"] = host.host_key()
+        if pid is not None:
+            result["pid"] = pid
+    elif p["state"] == "stopped":
+        host.stop()
+    else:
+        host.remove()
+    module.exit_json(changed=bool(host.actions), actions=host.actions, **result)
+
+
+if __name__ == "__main__":
+    main()
