@@ -1,0 +1,72 @@
+"""Verify the lab: real booted hosts, each with its own address, reaching each other, able to mount FUSE."""
+
+import os
+
+import pytest
+import testinfra.utils.ansible_runner
+
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["LLAMARPC_LAB_INVENTORY"])
+HOSTS = RUNNER.get_hosts("all")
+testinfra_hosts = HOSTS
+
+
+def address_of(name):
+    return RUNNER.get_variables(name)["ansible_host"]
+
+
+def test_systemd_is_running(host):
+    result = host.run("systemctl is-system-running --wait")
+    assert result.stdout.strip() == "running", host.run("systemctl --failed --no-legend").stdout
+
+
+def test_hostname_is_inventory_name(host):
+    assert host.check_output("hostname") == host.backend.get_hostname()
+
+
+def test_has_its_own_address(host):
+    name = host.backend.get_hostname()
+    addresses = host.interface("eth0").addresses
+    assert address_of(name) in addresses
+    assert all(address_of(other) not in addresses for other in HOSTS if other != name)
+
+
+def test_no_route_beyond_the_lab(host):
+    # Lab hosts must not be able to send traffic anywhere but the lab subnet.
+    assert "default" not in host.check_output("ip route show")
+
+
+@pytest.mark.parametrize("other", HOSTS)
+def test_reaches_every_other_host(host, other):
+    result = host.run(f"ping -c 1 -W 2 {address_of(other)}")
+    assert result.rc == 0, result.stderr
+
+
+def test_sshd_serves_the_admin_with_a_key_only(host):
+    sshd = host.run("sshd -T")
+    assert "passwordauthentication no" in sshd.stdout
+    assert host.service("ssh").is_running
+
+
+def test_fuse_mount_works(host):
+    # A real FUSE mount (sshfs over a local sftp-server), mounted, read through and unmounted.
+    host.run("install -d -m 0755 /tmp/fusecheck-src /mnt/fusecheck && echo fuse-ok > /tmp/fusecheck-src/probe")
+    host.run("printf '#!/bin/sh\\nexec /usr/lib/openssh/sftp-server\\n' > /usr/local/bin/lab-local-sftp")
+    host.run("chmod 0755 /usr/local/bin/lab-local-sftp")
+    mount = host.run("sshfs -o ssh_command=/usr/local/bin/lab-local-sftp local:/tmp/fusecheck-src /mnt/fusecheck")
+    try:
+        assert mount.rc == 0, mount.stderr
+        assert host.mount_point("/mnt/fusecheck").filesystem == "fuse.sshfs"
+        assert host.file("/mnt/fusecheck/probe").content_string.strip() == "fuse-ok"
+    finally:
+        host.run("fusermount3 -u /mnt/fusecheck")
+
+
+def test_data_dir_size_cap(host):
+    name = host.backend.get_hostname()
+    want = int(RUNNER.get_variables(name)["llamarpc_lab_data_size"])
+    data_dir = RUNNER.get_variables(name)["llamarpc_lab_data_dir"]
+    size = int(host.check_output(f"df --output=size -B1 {data_dir} | tail -1"))
+    if want:
+        assert 0.8 * want <= size <= want  # ext4 keeps some of the image for itself
+    else:
+        assert size > 1024**3
