@@ -1,0 +1,396 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-  # noqa: UP009 - the Ansible module header
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rpc_endpoint_facts
+short_description: Probe llama.cpp RPC workers and report their protocol version, devices and memory
+version_added: 0.1.0
+description:
+  - Speaks the ggml RPC wire protocol of llama.cpp's RPC worker (C(ggml-rpc-server), C(rpc-server) in
+    older releases) to each endpoint and reports whether it is ready, its protocol version, and the
+    free and total memory, alignment and largest buffer of every device it serves.
+  - "Per endpoint: a TCP connect (its round-trip time is reported), C(HELLO) (the 24-byte form of protocol
+    4 and later; if the worker closes the connection, a new connection and the empty form of protocol 1
+    to 3), then C(DEVICE_COUNT) and, for each device, C(GET_DEVICE_MEMORY), C(GET_ALIGNMENT) and
+    C(GET_MAX_SIZE)."
+  - Sends only read-only commands and changes nothing, on the workers or anywhere else.
+  - The client is pure Python (standard library only); it does not need llama.cpp on the host it runs on.
+  - Endpoints are probed concurrently; an endpoint listed twice is probed once.
+author:
+  - llamarpc.cluster contributors
+options:
+  endpoints:
+    description:
+      - The workers to probe.
+      - "A string is C(host:port), C([ipv6]:port), or a host name or address alone, which takes
+        O(default_port). A bare IPv6 address (without brackets) also takes O(default_port)."
+      - "A dictionary has C(host) (required), C(port) (default O(default_port)) and C(name) (a label
+        returned with the result, default the C(host:port) form)."
+      - A comma-separated string is split into a list, so the value of llama-server's C(--rpc) option
+        works as it is.
+    type: list
+    elements: raw
+    required: true
+  default_port:
+    description: Port of endpoints that do not give one. C(50052) is the worker's own default.
+    type: int
+    default: 50052
+  connect_timeout:
+    description:
+      - Seconds to wait for the TCP connection. An endpoint whose connect does not finish in time is in
+        state C(timeout).
+    type: float
+    default: 3.0
+  timeout:
+    description:
+      - Seconds to wait for each reply once connected.
+      - A worker that accepts the connection but does not answer C(HELLO) within this time is C(busy).
+        A reply that starts but does not finish in time makes the endpoint C(malformed).
+    type: float
+    default: 3.0
+  fail_on:
+    description:
+      - Fail the task when an endpoint ends in one of these states. Facts are returned all the same.
+      - The default never fails, whatever the states are.
+      - "For example V([busy, refused, timeout, unreachable, incompatible, malformed]) requires every
+        worker to be ready; without V(busy) in the list a worker already held by a running llama-server
+        passes."
+    type: list
+    elements: str
+    choices: [busy, refused, timeout, unreachable, incompatible, malformed]
+    default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; check mode probes exactly as a normal run does.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+requirements:
+  - Python 3.8 or later on the host the module runs on (standard library only).
+  - TCP reach from that host to the endpoints. To probe from the controller, use C(delegate_to) with
+    C(localhost) and C(run_once).
+notes:
+  - "States: C(ready) (answered every query), C(busy) (the TCP connect succeeded but C(HELLO) got no
+    answer within O(timeout)), C(refused) (nothing listens), C(timeout) (the TCP connect did not finish
+    within O(connect_timeout)), C(unreachable) (the name does not resolve, or no route), C(incompatible)
+    (a protocol major whose command layouts this client does not know, or a peer that closes the
+    connection on both C(HELLO) forms: a server older than protocol 1.0.0 or not a ggml RPC server),
+    C(malformed) (a reply of the wrong size, short, stalled, or with impossible values)."
+  - "B(busy): a worker serves one client at a time and keeps further connections waiting in its listen
+    backlog. While a coordinator (llama-server) holds it, a probe's TCP connect succeeds and C(HELLO) is
+    never answered. So C(busy) usually means a coordinator is running. A worker that is busy cannot be
+    used by a second coordinator."
+  - "Each probe of a busy worker leaves one dead connection in the worker's listen backlog until the
+    worker is free again, and that backlog holds two connections: while the same coordinator holds the
+    worker, a third probe finds the backlog full and its TCP connect times out (state C(timeout))."
+  - "B(SIGPIPE safety): the worker writes to its socket without C(MSG_NOSIGNAL). A client that sent a
+    request and then closed normally can make the worker's next write hit a reset connection, and the
+    worker dies of SIGPIPE (exit status 141) when it gets to that connection. This module closes every
+    connection abortively (C(SO_LINGER) on, 0 s, so the kernel sends RST): a worker that later accepts
+    the dead connection fails its first read or write and serves the next client. A probe therefore
+    never kills a worker nor keeps a worker that llama-server needs; it holds an idle worker only for
+    the few round trips of the probe."
+  - "The probe itself takes the worker for its duration: a coordinator that connects at that very moment
+    waits for those round trips."
+  - "CPU workers report free memory equal to their total RAM: plan memory from the host's
+    C(MemAvailable), not from these numbers."
+  - Protocol layouts were verified against llama.cpp's C(ggml/src/ggml-rpc/ggml-rpc.cpp) and
+    C(ggml/include/ggml-rpc.h) at protocol 7.0.0; majors 1 to 7 are understood.
+seealso:
+  - module: ansible.builtin.wait_for
+    description: Waits for a TCP port without speaking the protocol; it cannot tell ready from busy.
+  - name: llama.cpp RPC worker
+    description: The RPC worker's documentation, with its security warning.
+    link: https://github.com/ggml-org/llama.cpp/tree/master/tools/rpc
+"""
+
+EXAMPLES = r"""
+- name: Probe two workers from the controller
+  llamarpc.cluster.rpc_endpoint_facts:
+    endpoints:
+      - 10.77.0.11:50052
+      - "[fd00:77::12]:50052"
+  delegate_to: localhost
+  run_once: true
+
+- name: Probe every worker of the inventory group rpc_workers at its ansible_host, default port
+  llamarpc.cluster.rpc_endpoint_facts:
+    endpoints: "{{ groups['rpc_workers'] | map('extract', hostvars, 'ansible_host') | list }}"
+    default_port: 50052
+  delegate_to: localhost
+  run_once: true
+
+- name: Same, with the inventory names as labels (items {name, host}, port from default_port)
+  llamarpc.cluster.rpc_endpoint_facts:
+    endpoints: >-
+      {{ dict(groups['rpc_workers'] | zip(groups['rpc_workers'] | map('extract', hostvars, 'ansible_host')))
+         | dict2items(key_name='name', value_name='host') }}
+  delegate_to: localhost
+  run_once: true
+
+- name: Take the list from llama-server's --rpc value
+  llamarpc.cluster.rpc_endpoint_facts:
+    endpoints: "10.77.0.11:50052,10.77.0.12:50052"
+
+- name: Before starting the coordinator, require every worker to be ready (not even held by another one)
+  llamarpc.cluster.rpc_endpoint_facts:
+    endpoints: "{{ groups['rpc_workers'] | map('extract', hostvars, 'ansible_host') | list }}"
+    timeout: 2
+    fail_on: [busy, refused, timeout, unreachable, incompatible, malformed]
+  delegate_to: localhost
+  run_once: true
+
+- name: Show free memory per worker
+  ansible.builtin.debug:
+    msg: >-
+      {{ item.endpoint }}: {{ item.state }},
+      {{ item.devices | map(attribute='free') | sum | human_readable }} free
+  loop: "{{ ansible_facts.rpc_endpoints }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts set by the module.
+  returned: always
+  type: dict
+  contains:
+    rpc_endpoints:
+      description: One item per endpoint, in the order of O(endpoints).
+      returned: always
+      type: list
+      elements: dict
+      contains:
+        name:
+          description: The C(name) given with the endpoint, else its C(host:port) form.
+          type: str
+          sample: node2
+        endpoint:
+          description: C(host:port), with an IPv6 address in brackets.
+          type: str
+          sample: 10.77.0.12:50052
+        host:
+          description: Host name or address probed.
+          type: str
+          sample: 10.77.0.12
+        port:
+          description: TCP port probed.
+          type: int
+          sample: 50052
+        state:
+          description: Outcome of the probe.
+          type: str
+          choices: [ready, busy, refused, timeout, unreachable, incompatible, malformed]
+          sample: ready
+        protocol:
+          description: RPC protocol version the worker announced in its HELLO reply; null without one.
+          type: str
+          sample: 7.0.0
+        major:
+          description: Protocol major version; null without a HELLO reply.
+          type: int
+          sample: 7
+        minor:
+          description: Protocol minor version; null without a HELLO reply.
+          type: int
+          sample: 0
+        patch:
+          description: Protocol patch version; null without a HELLO reply.
+          type: int
+          sample: 0
+        hello_form:
+          description:
+            - Which HELLO the worker answered; null without a HELLO reply.
+            - C(conn_caps) is the 24-byte form of protocol 4 and later, C(legacy) the empty form of 1 to 3.
+          type: str
+          choices: [conn_caps, legacy]
+          sample: conn_caps
+        device_count:
+          description: Number of devices the worker serves (1 for protocol 1 and 2); null unless ready.
+          type: int
+          sample: 1
+        devices:
+          description: Each device the worker serves; empty unless ready.
+          type: list
+          elements: dict
+          contains:
+            index:
+              description: Device index on the worker (C(RPC<n>) devices of a coordinator count across workers).
+              type: int
+              sample: 0
+            free:
+              description: Free memory in bytes, as the worker states it.
+              type: int
+              sample: 25190473728
+            total:
+              description: Total memory in bytes.
+              type: int
+              sample: 25190473728
+            alignment:
+              description: Buffer alignment in bytes.
+              type: int
+              sample: 64
+            max_size:
+              description: Largest single buffer in bytes.
+              type: int
+              sample: 18446744073709551615
+        connect_rtt_ms:
+          description: Time the TCP connect took, in milliseconds; null when it failed.
+          type: float
+          sample: 0.183
+        error:
+          description: Why the endpoint is not ready; null when it is.
+          type: str
+          sample: null
+summary:
+  description: Number of endpoints in each state, and C(total).
+  returned: always
+  type: dict
+  sample:
+    total: 3
+    ready: 2
+    busy: 1
+    refused: 0
+    timeout: 0
+    unreachable: 0
+    incompatible: 0
+    malformed: 0
+msg:
+  description: One line per endpoint that is not ready, after a count per state.
+  returned: always
+  type: str
+  sample: "3 endpoints: 2 ready, 1 busy; 10.77.0.13:50052 busy: connected, but no HELLO reply within 3 s"
+"""
+
+import concurrent.futures  # noqa: E402 - Ansible modules import after their documentation
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc  # noqa: E402
+
+FAILABLE_STATES = [state for state in rpc.STATES if state != rpc.STATE_READY]
+MAX_PARALLEL_PROBES = 16
+
+ARGUMENT_SPEC = {
+    "endpoints": {"type": "list", "elements": "raw", "required": True},
+    "default_port": {"type": "int", "default": rpc.DEFAULT_PORT},
+    "connect_timeout": {"type": "float", "default": 3.0},
+    "timeout": {"type": "float", "default": 3.0},
+    "fail_on": {"type": "list", "elements": "str", "default": [], "choices": FAILABLE_STATES},
+}
+
+_ENDPOINT_KEYS = frozenset(("host", "port", "name"))
+
+
+def _port(value, default_port, item):
+    if value is None:
+        return default_port
+    if isinstance(value, bool):
+        raise ValueError(f"endpoint {item!r}: port must be an integer")
+    try:
+        port = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"endpoint {item!r}: port {value!r} is not an integer") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"endpoint {item!r}: port {port} is out of range 1-65535")
+    return port
+
+
+def normalize_endpoint(item, default_port):
+    """One O(endpoints) item as ``(name, host, port)``; ValueError with a readable message."""
+    if isinstance(item, dict):
+        unknown = sorted(set(item) - _ENDPOINT_KEYS)
+        if unknown:
+            raise ValueError(f"endpoint {item!r}: unknown keys {', '.join(unknown)} (known: host, port, name)")
+        host = item.get("host")
+        if not isinstance(host, str) or not host.strip():
+            raise ValueError(f"endpoint {item!r}: 'host' must be a non-empty string")
+        host = host.strip()
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        port = _port(item.get("port"), default_port, item)
+        name = item.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"endpoint {item!r}: 'name' must be a string")
+        return name or rpc.format_endpoint(host, port), host, port
+    if isinstance(item, str):
+        host, port = rpc.parse_endpoint(item, default_port)
+        return rpc.format_endpoint(host, port), host, port
+    raise ValueError(f"endpoint {item!r}: expected a 'host:port' string or a dict with host, port, name")
+
+
+def probe_all(targets, timeout, connect_timeout):
+    """Probe each distinct (host, port) once, concurrently; returns {(host, port): ProbeResult}."""
+    unique = list(dict.fromkeys((host, port) for _name, host, port in targets))
+    if not unique:
+        return {}
+    workers = min(MAX_PARALLEL_PROBES, len(unique))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {key: pool.submit(rpc.probe, key[0], key[1], timeout, connect_timeout) for key in unique}
+        return {key: future.result() for key, future in futures.items()}
+
+
+def summarize(facts):
+    summary = {"total": len(facts)}
+    summary.update((state, 0) for state in rpc.STATES)
+    for item in facts:
+        summary[item["state"]] += 1
+    counts = ", ".join(f"{summary[state]} {state}" for state in rpc.STATES if summary[state])
+    noun = "endpoint" if len(facts) == 1 else "endpoints"
+    parts = [f"{len(facts)} {noun}" + (f": {counts}" if counts else "")]
+    parts.extend(f"{item['name']} {item['state']}: {item['error']}" for item in facts if item["error"])
+    return summary, "; ".join(parts)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    for option in ("timeout", "connect_timeout"):
+        if params[option] <= 0:
+            module.fail_json(msg=f"{option} must be greater than 0, got {params[option]}")
+    if not 1 <= params["default_port"] <= 65535:
+        module.fail_json(msg=f"default_port must be within 1-65535, got {params['default_port']}")
+
+    targets = []
+    for item in params["endpoints"]:
+        try:
+            targets.append(normalize_endpoint(item, params["default_port"]))
+        except ValueError as exc:
+            module.fail_json(msg=f"invalid endpoint: {exc}")
+
+    results = probe_all(targets, params["timeout"], params["connect_timeout"])
+    facts = []
+    for name, host, port in targets:
+        item = {"name": name}
+        item.update(results[(host, port)].as_dict())
+        facts.append(item)
+    summary, msg = summarize(facts)
+    result = {
+        "changed": False,
+        "ansible_facts": {"rpc_endpoints": facts},
+        "summary": summary,
+        "msg": msg,
+    }
+    failing = [item for item in facts if item["state"] in params["fail_on"]]
+    if failing:
+        names = ", ".join(f"{item['name']} ({item['state']})" for item in failing)
+        result["msg"] = f"{len(failing)} of {len(facts)} endpoints in a state listed in fail_on: {names}. {msg}"
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+"""rpc_endpoint_facts against a real llama.cpp RPC worker on 127.0.0.1.
+
+Needs LLAMARPC_LLAMA_BIN_DIR: a directory with ``ggml-rpc-server`` (or ``rpc-server`` in older trees) and
+the ``lib*.so`` beside it.  Without the variable every test here is skipped; with it, a missing binary
+is a failure.  Only 127.0.0.1 is ever contacted.
+
+    LLAMARPC_LLAMA_BIN_DIR=/path/to/bin .venv/bin/pytest tests/integration/test_rpc_real_worker.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+
+pytestmark = pytest.mark.needs_llama
+
+BIN_DIR_VARIABLE = "LLAMARPC_LLAMA_BIN_DIR"
+WORKER_NAMES = ("ggml-rpc-server", "rpc-server")
+LOOPBACK = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def worker_binary():
+    bin_dir = os.environ.get(BIN_DIR_VARIABLE)
+    if not bin_dir:
+        pytest.skip(f"{BIN_DIR_VARIABLE} is not set: no llama.cpp binaries to start a real RPC worker")
+    for name in WORKER_NAMES:
+        candidate = Path(bin_dir) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(f"{BIN_DIR_VARIABLE}={bin_dir} has neither of {', '.join(WORKER_NAMES)}")
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+class Worker:
+    def __init__(self, binary, workdir):
+        self.binary = binary
+        self.port = _free_port()
+        self.log_path = workdir / "worker.log"
+        self._log = self.log_path.open("wb")
+        env = dict(os.environ, LLAMA_CACHE=str(workdir / "cache"), HOME=str(workdir))
+        self.proc = subprocess.Popen(
+            [str(binary), "-H", LOOPBACK, "-p", str(self.port), "-t", "1"],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=env,
+        )
+
+    @property
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, seconds=60):
+        """Poll with the probe itself (abortive close, so polling cannot hurt the worker)."""
+        deadline = time.monotonic() + seconds
+        result = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"worker exited with {self.proc.returncode} while starting:\n{self.log}")
+            result = rpc.probe(LOOPBACK, self.port, timeout=5, connect_timeout=2)
+            if result.state == rpc.STATE_READY:
+                return result
+            time.sleep(0.2)
+        pytest.fail(f"worker not ready after {seconds} s (last probe: {result}):\n{self.log}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture
+def worker(worker_binary, tmp_path):
+    (tmp_path / "cache" / "rpc").mkdir(parents=True)
+    started = Worker(worker_binary, tmp_path)
+    try:
+        started.wait_ready()
+        yield started
+    finally:
+        started.stop()
+
+
+def _holder(port):
+    """A plain client that says HELLO and keeps the connection: the worker now serves only it."""
+    sock = socket.create_connection((LOOPBACK, port), timeout=5)
+    sock.sendall(rpc.encode_hello())
+    frame = b""
+    while len(frame) < rpc.REPLY_HEADER.size + rpc.HELLO_REPLY.size:
+        chunk = sock.recv(64)
+        assert chunk, "the worker closed the holder's connection"
+        frame += chunk
+    hello = rpc.decode_hello(rpc.decode_reply(frame, rpc.HELLO_REPLY.size))
+    return sock, hello
+
+
+def test_real_worker_is_ready_with_protocol_7_and_memory(worker):
+    result = rpc.probe(LOOPBACK, worker.port, timeout=5, connect_timeout=2)
+    facts = result.as_dict()
+    print(json.dumps(facts, indent=2))
+    assert facts["state"] == "ready", facts["error"]
+    assert facts["major"] == 7
+    assert facts["protocol"].startswith("7.")
+    assert facts["hello_form"] == "conn_caps"
+    assert facts["device_count"] >= 1
+    assert facts["device_count"] == len(facts["devices"])
+    first = facts["devices"][0]
+    assert first["total"] > 0
+    assert 0 <= first["free"] <= first["total"]
+    assert first["alignment"] & (first["alignment"] - 1) == 0
+    assert first["max_size"] > 0
+    # the worker moved on after the abortive close: probing again works at once
+    assert rpc.probe(LOOPBACK, worker.port, timeout=5, connect_timeout=2).state == "ready"
+    assert worker.proc.poll() is None
+
+
+def test_held_worker_is_busy_and_survives_the_probes(worker):
+    holder, hello = _holder(worker.port)
+    try:
+        assert hello.major == 7
+        # listen(fd, 1) queues two connections: two probes fit in the backlog and say busy
+        for _ in range(2):
+            started = time.monotonic()
+            result = rpc.probe(LOOPBACK, worker.port, timeout=1, connect_timeout=1)
+            assert result.state == "busy", result.error
+            assert 0.9 < time.monotonic() - started < 3
+        assert worker.proc.poll() is None
+    finally:
+        rpc.set_abortive_close(holder)
+        holder.close()
+    # Freed, the worker accepts the probes' dead connections (each fails at once), then serves again.
+    result = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        result = rpc.probe(LOOPBACK, worker.port, timeout=2, connect_timeout=2)
+        if result.state == "ready":
+            break
+        time.sleep(0.2)
+    assert result.state == "ready", (result.error, worker.log)
+    time.sleep(0.5)
+    assert worker.proc.poll() is None, f"worker died with {worker.proc.returncode}:\n{worker.log}"
+
+
+def test_stopped_worker_is_refused(worker):
+    assert rpc.probe(LOOPBACK, worker.port, timeout=5, connect_timeout=2).state == "ready"
+    worker.stop()
+    result = rpc.probe(LOOPBACK, worker.port, timeout=2, connect_timeout=2)
+    assert result.state == "refused", result.error
+
+
+def test_module_end_to_end_with_ansible(worker, closed_port_real):
+    """The module through ansible itself (AnsiballZ, argument parsing, facts) against the real worker."""
+    args = json.dumps(
+        {
+            "endpoints": [f"{LOOPBACK}:{worker.port}", {"host": LOOPBACK, "port": closed_port_real, "name": "gone"}],
+            "timeout": 5,
+        },
+    )
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    )
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "localhost",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-m",
+            "llamarpc.cluster.rpc_endpoint_facts",
+            "-a",
+            args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    output = json.loads(proc.stdout)
+    result = output["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    ready, gone = result["ansible_facts"]["rpc_endpoints"]
+    assert ready["state"] == "ready"
+    assert ready["major"] == 7
+    assert ready["devices"][0]["total"] > 0
+    assert (gone["name"], gone["state"]) == ("gone", "refused")
+    assert result["changed"] is False
+    assert result["summary"]["ready"] == 1
+    assert worker.proc.poll() is None
+
+
+@pytest.fixture
+def closed_port_real():
+    return _free_port()

@@ -1,0 +1,220 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Scripted ggml RPC servers on loopback for the rpc_endpoint_facts tests.
+
+Every server binds 127.0.0.1 (or ::1) on an ephemeral port, runs in a daemon thread, serves one
+connection at a time like the real worker, and records what it saw: the commands, and how each client
+went away (``rst``: reset, ``fin``: orderly close, ``open``: still connected when the server gave up).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+
+MAX_TEST_PAYLOAD = 1 << 16
+
+
+class RpcTestServer:
+    """Listens on loopback; ``handler(server, conn)`` runs for each accepted connection, serially."""
+
+    def __init__(self, handler, *, family=socket.AF_INET, accept=True, backlog=1):
+        self.handler = handler
+        self.family = family
+        self.host = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((self.host, 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        self.accept = accept
+        self.connections = 0
+        self.commands = []
+        self.payloads = []
+        self.peer_close = []
+        self.errors = []
+        self._stop = threading.Event()
+        self._thread = None
+        self.lock = threading.Lock()
+
+    @property
+    def endpoint(self):
+        return rpc.format_endpoint(self.host, self.port)
+
+    def __enter__(self):
+        if self.accept:
+            self._thread = threading.Thread(target=self._serve, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.sock.close()
+
+    def _serve(self):
+        self.sock.settimeout(0.05)
+        while not self._stop.is_set():
+            try:
+                conn, _addr = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+            conn.settimeout(5)
+            try:
+                self.handler(self, conn)
+            except Exception as exc:  # noqa: BLE001 - recorded for the test to assert on
+                self.errors.append(repr(exc))
+            finally:
+                conn.close()
+
+    # -- helpers for handlers -------------------------------------------------------------------------
+
+    def recv_exact(self, conn, size):
+        data = b""
+        while len(data) < size:
+            chunk = conn.recv(size - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def recv_request(self, conn):
+        """(cmd, payload) of the next request; None once the client has gone (its close kind noted)."""
+        try:
+            header = self.recv_exact(conn, rpc.REQUEST_HEADER.size)
+            if header is None:
+                self.peer_close.append("fin")
+                return None
+            cmd, size = rpc.decode_request_header(header)
+            if size > MAX_TEST_PAYLOAD:
+                raise AssertionError(f"client sent a request of {size} bytes")
+            payload = self.recv_exact(conn, size) if size else b""
+            if payload is None:
+                self.peer_close.append("fin")
+                return None
+        except ConnectionResetError:
+            self.peer_close.append("rst")
+            return None
+        self.commands.append(cmd)
+        self.payloads.append(payload)
+        return cmd, payload
+
+    def drain(self, conn, timeout=5.0):
+        """Read (and drop) whatever comes until the client goes; note whether it reset or closed."""
+        conn.settimeout(timeout)
+        try:
+            while conn.recv(4096):
+                pass
+        except ConnectionResetError:
+            self.peer_close.append("rst")
+        except TimeoutError:
+            self.peer_close.append("open")
+        else:
+            self.peer_close.append("fin")
+
+
+def reply(payload):
+    return struct.pack("<Q", len(payload)) + payload
+
+
+def hello_payload(major, minor=0, patch=0, legacy=False):
+    if legacy:
+        return struct.pack("<BBB", major, minor, patch)
+    return struct.pack("<BBBB", major, minor, patch, 0) + b"\0" * rpc.CONN_CAPS_SIZE
+
+
+@dataclass
+class FakeWorker:
+    """Serves like rpc_serve_client of llama.cpp: HELLO first, exact sizes, close on any violation."""
+
+    major: int = 7
+    minor: int = 0
+    patch: int = 0
+    devices: tuple = ((8 << 30, 16 << 30, 64, 1 << 40),)
+
+    @property
+    def caps_hello(self):
+        return self.major >= rpc.CAPS_HELLO_MIN_MAJOR
+
+    @property
+    def multi_device(self):
+        return self.major >= rpc.MULTI_DEVICE_MIN_MAJOR
+
+    def __call__(self, server, conn):
+        request = server.recv_request(conn)
+        if request is None or request[0] != rpc.CMD_HELLO:
+            return
+        expected = rpc.HELLO_REQUEST_SIZE if self.caps_hello else 0
+        if len(request[1]) != expected:
+            return  # the real server closes the connection
+        conn.sendall(reply(hello_payload(self.major, self.minor, self.patch, legacy=not self.caps_hello)))
+        while True:
+            request = server.recv_request(conn)
+            if request is None:
+                return
+            answer = self.answer(*request)
+            if answer is None:
+                return
+            conn.sendall(reply(answer))
+
+    def answer(self, cmd, payload):
+        """The reply payload, or None where the real server closes the connection."""
+        if cmd == rpc.CMD_DEVICE_COUNT:
+            return struct.pack("<I", len(self.devices)) if self.multi_device and payload == b"" else None
+        if self.multi_device:
+            index = struct.unpack("<I", payload)[0] if len(payload) == 4 else None
+        else:
+            index = None if payload else 0
+        if index is None or index >= len(self.devices):
+            return None
+        free, total, alignment, max_size = self.devices[index]
+        return {
+            rpc.CMD_GET_DEVICE_MEMORY: struct.pack("<QQ", free, total),
+            rpc.CMD_GET_ALIGNMENT: struct.pack("<Q", alignment),
+            rpc.CMD_GET_MAX_SIZE: struct.pack("<Q", max_size),
+        }.get(cmd)
+
+
+@pytest.fixture
+def rpc_server():
+    """Factory started servers, stopped after the test.
+
+    ``rpc_server(major=7, devices=...)`` serves a FakeWorker; ``rpc_server(handler=fn)`` runs
+    ``fn(server, conn)`` per connection; ``family``, ``accept`` and ``backlog`` go to RpcTestServer.
+    """
+    servers = []
+
+    def start(handler=None, *, family=socket.AF_INET, accept=True, backlog=1, **worker):
+        if handler is None:
+            handler = FakeWorker(**worker)
+        server = RpcTestServer(handler, family=family, accept=accept, backlog=backlog)
+        servers.append(server.__enter__())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def closed_port():
+    """A loopback port where nothing listens (bound once to get a free number, then closed)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port

@@ -1,0 +1,349 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+"""rpc_endpoint_facts: main() against scripted loopback workers, the documentation, and a real playbook run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils import basic
+
+from ansible_collections.llamarpc.cluster.plugins.modules import rpc_endpoint_facts as module
+
+try:  # ansible-core 2.19 and later
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # pragma: no cover - older ansible-core
+    import contextlib
+    from unittest import mock
+
+    from ansible.module_utils.common.text.converters import to_bytes
+
+    @contextlib.contextmanager
+    def patch_module_args(args=None):
+        payload = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}))
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", payload):
+            yield
+
+
+REPO = Path(__file__).resolve().parents[4]
+ANSIBLE_BIN = Path(sys.executable).parent
+
+
+class ModuleExit(Exception):
+    def __init__(self, result, failed):
+        super().__init__(result)
+        self.result = result
+        self.failed = failed
+
+
+@pytest.fixture(autouse=True)
+def _capture_results(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ModuleExit(kwargs, failed=False)
+
+    def fail_json(self, msg, **kwargs):
+        kwargs["msg"] = msg
+        raise ModuleExit(kwargs, failed=True)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(args, *, check_mode=False):
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    with patch_module_args(args), pytest.raises(ModuleExit) as caught:
+        module.main()
+    return caught.value
+
+
+FAST = {"timeout": 0.5, "connect_timeout": 1.0}
+
+
+def test_ready_and_refused_endpoints(rpc_server, closed_port):
+    server = rpc_server(major=7, devices=((1 << 30, 2 << 30, 64, 1 << 40),))
+    outcome = run({"endpoints": [server.endpoint, f"127.0.0.1:{closed_port}"], **FAST})
+    assert not outcome.failed
+    result = outcome.result
+    assert result["changed"] is False
+    ready, refused = result["ansible_facts"]["rpc_endpoints"]
+    assert ready == {
+        "name": server.endpoint,
+        "endpoint": server.endpoint,
+        "host": "127.0.0.1",
+        "port": server.port,
+        "state": "ready",
+        "protocol": "7.0.0",
+        "major": 7,
+        "minor": 0,
+        "patch": 0,
+        "hello_form": "conn_caps",
+        "device_count": 1,
+        "devices": [{"index": 0, "free": 1 << 30, "total": 2 << 30, "alignment": 64, "max_size": 1 << 40}],
+        "connect_rtt_ms": ready["connect_rtt_ms"],
+        "error": None,
+    }
+    assert isinstance(ready["connect_rtt_ms"], float)
+    assert refused["state"] == "refused"
+    assert refused["protocol"] is None
+    assert refused["devices"] == []
+    assert result["summary"] == {
+        "total": 2,
+        "ready": 1,
+        "busy": 0,
+        "refused": 1,
+        "timeout": 0,
+        "unreachable": 0,
+        "incompatible": 0,
+        "malformed": 0,
+    }
+    assert result["msg"].startswith("2 endpoints: 1 ready, 1 refused; ")
+    assert f"127.0.0.1:{closed_port} refused: connection refused" in result["msg"]
+
+
+def test_check_mode_probes_the_same(rpc_server):
+    server = rpc_server()
+    outcome = run({"endpoints": [server.endpoint], **FAST}, check_mode=True)
+    assert not outcome.failed
+    assert outcome.result["changed"] is False
+    assert outcome.result["ansible_facts"]["rpc_endpoints"][0]["state"] == "ready"
+    assert outcome.result["msg"] == "1 endpoint: 1 ready"
+
+
+def test_dict_endpoints_names_and_default_port(rpc_server):
+    first = rpc_server(minor=1)
+    second = rpc_server(minor=2)
+    outcome = run(
+        {
+            "endpoints": [
+                {"host": "127.0.0.1", "port": first.port, "name": "node1"},
+                {"host": "127.0.0.1", "port": str(second.port)},
+                "127.0.0.1",
+            ],
+            "default_port": second.port,
+            **FAST,
+        },
+    )
+    facts = outcome.result["ansible_facts"]["rpc_endpoints"]
+    assert [(item["name"], item["protocol"]) for item in facts] == [
+        ("node1", "7.1.0"),
+        (second.endpoint, "7.2.0"),
+        (second.endpoint, "7.2.0"),
+    ]
+    assert second.connections == 1  # listed twice, probed once: a second probe would find it busy
+
+
+def test_comma_separated_string_like_llama_server_rpc_option(rpc_server):
+    first = rpc_server()
+    second = rpc_server()
+    outcome = run({"endpoints": f"{first.endpoint},{second.endpoint}", **FAST})
+    assert [item["state"] for item in outcome.result["ansible_facts"]["rpc_endpoints"]] == ["ready", "ready"]
+
+
+def test_ipv6_endpoint(rpc_server):
+    server = rpc_server(family=socket.AF_INET6)
+    outcome = run({"endpoints": [f"[::1]:{server.port}", {"host": "[::1]", "port": server.port}], **FAST})
+    facts = outcome.result["ansible_facts"]["rpc_endpoints"]
+    assert [(item["endpoint"], item["state"]) for item in facts] == [(f"[::1]:{server.port}", "ready")] * 2
+
+
+def test_busy_worker_passes_unless_listed_in_fail_on(rpc_server):
+    busy = rpc_server(accept=False)
+    outcome = run({"endpoints": [busy.endpoint], "timeout": 0.3, "connect_timeout": 1})
+    assert not outcome.failed
+    assert outcome.result["summary"]["busy"] == 1
+    outcome = run({"endpoints": [busy.endpoint], "timeout": 0.3, "connect_timeout": 1, "fail_on": ["refused"]})
+    assert not outcome.failed
+
+
+def test_fail_on_fails_with_facts(rpc_server, closed_port):
+    server = rpc_server()
+    outcome = run(
+        {
+            "endpoints": [server.endpoint, {"host": "127.0.0.1", "port": closed_port, "name": "node9"}],
+            "fail_on": ["refused", "timeout"],
+            **FAST,
+        },
+    )
+    assert outcome.failed
+    assert outcome.result["msg"].startswith("1 of 2 endpoints in a state listed in fail_on: node9 (refused).")
+    assert outcome.result["changed"] is False
+    assert [item["state"] for item in outcome.result["ansible_facts"]["rpc_endpoints"]] == ["ready", "refused"]
+    assert outcome.result["summary"]["refused"] == 1
+
+
+def test_empty_list_probes_nothing():
+    outcome = run({"endpoints": []})
+    assert not outcome.failed
+    assert outcome.result["ansible_facts"]["rpc_endpoints"] == []
+    assert outcome.result["msg"] == "0 endpoints"
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "message"),
+    [
+        (["h:0"], "invalid endpoint: endpoint 'h:0': port 0 is out of range 1-65535"),
+        ([{"port": 1}], "'host' must be a non-empty string"),
+        ([{"host": "h", "addr": 1}], "unknown keys addr"),
+        ([{"host": "h", "port": "x"}], "port 'x' is not an integer"),
+        ([{"host": "h", "port": True}], "port must be an integer"),
+        ([{"host": "h", "name": 5}], "'name' must be a string"),
+        ([5], "expected a 'host:port' string"),
+    ],
+)
+def test_invalid_endpoints_fail_with_a_message(endpoints, message):
+    outcome = run({"endpoints": endpoints})
+    assert outcome.failed
+    assert message in outcome.result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"timeout": 0}, "timeout must be greater than 0"),
+        ({"connect_timeout": -1}, "connect_timeout must be greater than 0"),
+        ({"default_port": 70000}, "default_port must be within 1-65535"),
+        ({"fail_on": ["ready"]}, "value of fail_on must be one or more of"),
+    ],
+)
+def test_invalid_options_fail(args, message):
+    outcome = run({"endpoints": ["127.0.0.1:1"], **args})
+    assert outcome.failed
+    assert message in outcome.result["msg"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Documentation
+
+
+def _doc(name):
+    return yaml.safe_load(getattr(module, name))
+
+
+def test_documentation_matches_argument_spec():
+    options = _doc("DOCUMENTATION")["options"]
+    assert set(options) == set(module.ARGUMENT_SPEC)
+    for name, spec in module.ARGUMENT_SPEC.items():
+        doc = options[name]
+        assert doc["type"] == spec["type"], name
+        assert doc.get("elements") == spec.get("elements"), name
+        assert doc.get("required", False) == spec.get("required", False), name
+        assert doc.get("default") == spec.get("default"), name
+        assert doc.get("choices") == spec.get("choices"), name
+
+
+def test_examples_and_return_are_yaml():
+    examples = _doc("EXAMPLES")
+    assert all("llamarpc.cluster.rpc_endpoint_facts" in task or "ansible.builtin.debug" in task for task in examples)
+    returned = _doc("RETURN")
+    item = returned["ansible_facts"]["contains"]["rpc_endpoints"]["contains"]
+    assert set(item) == {"name", *module.rpc.ProbeResult("h", 1).as_dict()}
+    assert set(item["devices"]["contains"]) == set(module.rpc.DeviceInfo(0, 0, 0, 0, 0).as_dict())
+    assert item["state"]["choices"] == list(module.rpc.STATES)
+    assert set(returned["summary"]["sample"]) == {"total", *module.rpc.STATES}
+
+
+@pytest.mark.skipif(not (ANSIBLE_BIN / "ansible-doc").exists(), reason="ansible-doc is not installed")
+def test_ansible_doc_renders():
+    proc = subprocess.run(
+        [str(ANSIBLE_BIN / "ansible-doc"), "llamarpc.cluster.rpc_endpoint_facts"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "fail_on" in proc.stdout
+    assert "rpc_endpoints" in proc.stdout
+    assert "WARNING" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# A real playbook: the endpoints expressions of EXAMPLES, built from inventory hostvars
+
+PLAYBOOK = """
+- name: Probe the workers of the inventory
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Probe by ansible_host and default_port
+      llamarpc.cluster.rpc_endpoint_facts:
+        endpoints: "{{ groups['rpc_workers'] | map('extract', hostvars, 'ansible_host') | list }}"
+        default_port: "{{ rpc_port }}"
+        timeout: 1
+      register: by_host
+
+    - name: Probe with the inventory names as labels
+      llamarpc.cluster.rpc_endpoint_facts:
+        endpoints: >-
+          {{ dict(groups['rpc_workers'] | zip(groups['rpc_workers'] | map('extract', hostvars, 'ansible_host')))
+             | dict2items(key_name='name', value_name='host') }}
+        default_port: "{{ rpc_port }}"
+        timeout: 1
+        fail_on: [busy, refused, timeout, unreachable, incompatible, malformed]
+      register: by_name
+
+    - name: Report
+      ansible.builtin.copy:
+        content: "{{ {'by_host': by_host, 'by_name': by_name, 'facts': ansible_facts.rpc_endpoints} | to_json }}"
+        dest: "{{ report }}"
+        mode: "0600"
+"""
+
+
+@pytest.mark.skipif(not (ANSIBLE_BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed")
+def test_playbook_with_hostvars_expression(rpc_server, tmp_path):
+    server = rpc_server(major=7, minor=0, patch=0)
+    inventory = {
+        "all": {
+            "hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
+            "children": {
+                "rpc_workers": {
+                    "hosts": {"node1": {"ansible_host": "127.0.0.1"}},
+                },
+            },
+        },
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    report = tmp_path / "report.json"
+    env = dict(
+        os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections")
+    )
+    env.pop("ANSIBLE_INVENTORY", None)
+    proc = subprocess.run(
+        [
+            shutil.which("ansible-playbook", path=str(ANSIBLE_BIN)) or "ansible-playbook",
+            "-i",
+            str(tmp_path / "inventory.yml"),
+            str(tmp_path / "play.yml"),
+            "-e",
+            json.dumps({"rpc_port": server.port, "report": str(report)}),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    by_host = data["by_host"]["ansible_facts"]["rpc_endpoints"]
+    assert [(item["endpoint"], item["state"], item["protocol"]) for item in by_host] == [
+        (server.endpoint, "ready", "7.0.0"),
+    ]
+    by_name = data["by_name"]["ansible_facts"]["rpc_endpoints"]
+    assert [(item["name"], item["state"]) for item in by_name] == [("node1", "ready")]
+    assert data["by_name"]["changed"] is False
+    assert data["facts"][0]["name"] == "node1"
