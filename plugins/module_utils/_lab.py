@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Pure helpers for the local lab: validation, address plans, sizes, mount table and command lines.
 
 Everything here is side-effect free (or reads only files it is given) so it can be unit-tested;
@@ -53,7 +54,7 @@ def validate_name(name):
 
 def parse_size(value, what="size"):
     """Parse ``512M``, ``2G``, ``2GiB``, ``1073741824`` (IEC multiples) into bytes; None/0/'' -> 0."""
-    if value is None or value == "" or value == 0:
+    if value is None or value in {"", 0}:
         return 0
     if isinstance(value, bool):
         raise LabError(f"invalid {what} {value!r}")
@@ -70,7 +71,7 @@ def parse_size(value, what="size"):
 
 def parse_rate(value):
     """Parse a tc rate such as ``100mbit`` into bits per second; None/'' -> 0 (no cap)."""
-    if value is None or value == "" or value == 0:
+    if value is None or value in {"", 0}:
         return 0
     match = _RATE_RE.match(str(value))
     if not match:
@@ -190,7 +191,7 @@ def mirror_from_sources(text, suite):
         for line in stanza.splitlines():
             if line.startswith("#") or ":" not in line:
                 continue
-            key, _, value = line.partition(":")
+            key, value = line.split(":", 1)
             fields[key.strip().lower()] = value.strip()
         if "deb" in fields.get("types", "").split() and suite in fields.get("suites", "").split():
             if fields.get("enabled", "yes").lower() == "no":

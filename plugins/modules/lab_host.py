@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ description:
   - O(state=running) is idempotent - it creates only what is missing and starts a stopped host again;
     O(state=absent) leaves nothing behind (process, mounts, namespace, interfaces, cgroup, state directory).
 author:
-  - llamarpc.cluster contributors
+  - llamarpc.cluster contributors (@llamarpc)
 requirements:
   - root on the controller; systemd-nspawn, iproute2, ssh-keygen; tc for bandwidth caps; mkfs.ext4 for data caps
 options:
@@ -88,6 +89,8 @@ options:
     description: Seconds to wait for SSH to answer after start.
     type: int
     default: 90
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
 attributes:
   check_mode:
     support: full
@@ -145,7 +148,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import time
 import uuid
 
@@ -213,7 +215,9 @@ class Host:
         if not self.netns_exists():
             self.act("create netns", [self.ip, "netns", "add", ns])
         if not self.link_exists(p["veth"]):
-            self.act("create veth", [self.ip, "link", "add", p["veth"], "type", "veth", "peer", "name", "eth0", "netns", ns])
+            self.act(
+                "create veth", [self.ip, "link", "add", p["veth"], "type", "veth", "peer", "name", "eth0", "netns", ns]
+            )
         rc, out, _err = self.m.run_command([self.ip, "-j", "link", "show", "dev", p["veth"]])
         info = json.loads(out or "[{}]")[0] if rc == 0 else {}
         if info.get("master") != p["bridge"] or "UP" not in (info.get("flags") or []):
@@ -245,7 +249,9 @@ class Host:
         present = all("tbf" in self.m.run_command([tc] + ns + ["qdisc", "show", "dev", dev])[1] for ns, dev in sides)
         if rate and (applied != rate or not present):
             for ns, dev in sides:
-                self.act(f"cap {dev} at {rate} bit/s", [tc] + ns + ["qdisc", "replace", "dev", dev, "root"] + tbf_args(rate))
+                self.act(
+                    f"cap {dev} at {rate} bit/s", [tc] + ns + ["qdisc", "replace", "dev", dev, "root"] + tbf_args(rate)
+                )
             if not self.m.check_mode:
                 with open(stamp, "w", encoding="ascii") as handle:
                     handle.write(str(rate))
@@ -269,16 +275,38 @@ class Host:
         key = os.path.join(etc, "ssh", "ssh_host_ed25519_key")
         if not os.path.exists(key):
             self.makedirs(os.path.dirname(key))
-            self.act("generate host key", [self.m.get_bin_path("ssh-keygen", required=True), "-q", "-t", "ed25519", "-N", "", "-C", p["name"], "-f", key])
-        self.write(os.path.join(etc, "ssh", "sshd_config.d", "05-hostkey.conf"), "HostKey /etc/ssh/ssh_host_ed25519_key\n")
+            self.act(
+                "generate host key",
+                [
+                    self.m.get_bin_path("ssh-keygen", required=True),
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    p["name"],
+                    "-f",
+                    key,
+                ],
+            )
+        self.write(
+            os.path.join(etc, "ssh", "sshd_config.d", "05-hostkey.conf"), "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+        )
         self.write(os.path.join(etc, "hostname"), p["name"] + "\n")
-        self.write(os.path.join(etc, "hosts"), f"127.0.0.1 localhost\n127.0.1.1 {p['name']}\n::1 localhost ip6-localhost ip6-loopback\n")
+        self.write(
+            os.path.join(etc, "hosts"),
+            f"127.0.0.1 localhost\n127.0.1.1 {p['name']}\n::1 localhost ip6-localhost ip6-loopback\n",
+        )
         machine_id = os.path.join(etc, "machine-id")
         if not os.path.exists(machine_id) or os.path.getsize(machine_id) == 0:
             self.write(machine_id, uuid.uuid4().hex + "\n", force=True)
         uid, gid, home = self.admin_account()
         ssh_dir = os.path.join(self.upper, home.lstrip("/"), ".ssh")
-        if self.write(os.path.join(ssh_dir, "authorized_keys"), p["authorized_key"].strip() + "\n", mode=0o600) and not self.m.check_mode:
+        if (
+            self.write(os.path.join(ssh_dir, "authorized_keys"), p["authorized_key"].strip() + "\n", mode=0o600)
+            and not self.m.check_mode
+        ):
             os.chmod(ssh_dir, 0o700)
             for path in (ssh_dir, os.path.join(ssh_dir, "authorized_keys")):
                 os.chown(path, uid, gid)
@@ -340,7 +368,9 @@ class Host:
                     with open(image + ".tmp", "wb") as handle:
                         handle.truncate(p["data_size"])
                     mkfs = self.m.get_bin_path("mkfs.ext4", required=True)
-                    self.m.run_command([mkfs, "-q", "-F", "-m", "0", "-E", "root_owner=0:0", image + ".tmp"], check_rc=True)
+                    self.m.run_command(
+                        [mkfs, "-q", "-F", "-m", "0", "-E", "root_owner=0:0", image + ".tmp"], check_rc=True
+                    )
                     os.rename(image + ".tmp", image)
         if not os.path.isdir(self.data):
             self.actions.append("create data dir")
@@ -367,36 +397,42 @@ class Host:
         return self.cgroup
 
     def start(self, cgroup):
+        """Start the host's systemd-nspawn detached (start-stop-daemon), inside its memory cgroup if any."""
         p = self.p
         self.actions.append("start")
         if self.m.check_mode:
-            return None
+            return
         nspawn = self.m.get_bin_path("systemd-nspawn", required=True)
-        argv = nspawn_argv(nspawn, p["name"], self.rootfs, f"/run/netns/{p['netns']}", binds=[(self.data, p["data_path"])])
+        daemon = self.m.get_bin_path("start-stop-daemon", required=True)
+        argv = nspawn_argv(
+            nspawn, p["name"], self.rootfs, f"/run/netns/{p['netns']}", binds=[(self.data, p["data_path"])]
+        )
+        if cgroup:
+            # Children inherit the cgroup: joining it here puts the container (and nothing else that lives on) in it.
+            with open(os.path.join(cgroup, "cgroup.procs"), "w", encoding="ascii") as handle:
+                handle.write(str(os.getpid()))
+        launcher = [
+            daemon,
+            "--start",
+            "--background",
+            "--make-pidfile",
+            "--pidfile",
+            self.pidfile,
+            "--output",
+            os.path.join(self.dir, "console.log"),
+            "--exec",
+            nspawn,
+            "--",
+        ] + argv[1:]
+        rc, out, err = self.m.run_command(launcher)
+        if rc != 0:
+            self.m.fail_json(msg=f"could not start lab host {p['name']}: {(err or out).strip()}", actions=self.actions)
 
-        def join_cgroup():
-            if cgroup:
-                with open(os.path.join(cgroup, "cgroup.procs"), "w", encoding="ascii") as handle:
-                    handle.write(str(os.getpid()))
-
-        with open(os.path.join(self.dir, "console.log"), "ab") as log:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=join_cgroup if cgroup else None,  # noqa: PLW1509 - must run in the child before exec
-                close_fds=True,
-            )
-        with open(self.pidfile, "w", encoding="ascii") as handle:
-            handle.write(str(proc.pid))
-        return proc
-
-    def wait_ssh(self, proc):
+    def wait_ssh(self):
         deadline = time.monotonic() + self.p["boot_timeout"]
+        time.sleep(0.2)
         while time.monotonic() < deadline:
-            if proc is not None and proc.poll() is not None:
+            if self.pid() is None:
                 break
             try:
                 with socket.create_connection((self.p["address"], 22), timeout=2) as sock:
@@ -407,7 +443,8 @@ class Host:
                 pass
             time.sleep(0.3)
         self.m.fail_json(
-            msg=f"lab host {self.p['name']} did not answer SSH on {self.p['address']} within {self.p['boot_timeout']} s",
+            msg=f"lab host {self.p['name']} did not answer SSH on {self.p['address']} "
+            f"within {self.p['boot_timeout']} s",
             console_tail=self.console_tail(),
             actions=self.actions,
         )
@@ -517,10 +554,10 @@ def main():
         cgroup = host.ensure_cgroup()
         pid = host.pid()
         if pid is None:
-            proc = host.start(cgroup)
-            if proc is not None:
-                host.wait_ssh(proc)
-                pid = proc.pid
+            host.start(cgroup)
+            if not module.check_mode:
+                host.wait_ssh()
+                pid = host.pid()
         result["host_key"] = host.host_key()
         if pid is not None:
             result["pid"] = pid

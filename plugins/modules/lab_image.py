@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ description:
   - The image is built in a temporary directory and renamed into place, so an interrupted build never
     leaves a half image that looks complete.
 author:
-  - llamarpc.cluster contributors
+  - llamarpc.cluster contributors (@llamarpc)
 requirements:
   - debootstrap and chroot on the controller, run as root
 options:
@@ -54,6 +55,8 @@ options:
   log_file:
     description: Where the build output goes (useful to watch a long build).
     type: path
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
 attributes:
   check_mode:
     support: full

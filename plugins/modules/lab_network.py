@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ short_description: Manage the Linux bridge that connects local lab hosts
 version_added: 0.1.0
 description:
   - Creates (or removes) the bridge on the controller to which every lab host's veth pair is attached,
-    and gives the controller its address on it. No NAT and no default route are set up: lab hosts
-    reach each other and the controller, nothing else.
+    and gives the controller its address on it.
+  - No NAT and no default route are set up, so lab hosts reach each other and the controller and nothing else.
 author:
-  - llamarpc.cluster contributors
+  - llamarpc.cluster contributors (@llamarpc)
 options:
   name:
     description: Bridge interface name (at most 15 characters).
@@ -29,6 +30,8 @@ options:
     type: str
     choices: [present, absent]
     default: present
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
 attributes:
   check_mode:
     support: full

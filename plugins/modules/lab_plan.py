@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ description:
     sizes, rates) and that the controller has what booting needs (root, kernel features, programs).
   - Changes nothing.
 author:
-  - llamarpc.cluster contributors
+  - llamarpc.cluster contributors (@llamarpc)
 options:
   lab_name:
     description: Name of the lab; part of every kernel object name it creates.
@@ -48,6 +49,8 @@ options:
     description: Check root, kernel features and programs on the controller.
     type: bool
     default: true
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
 attributes:
   check_mode:
     support: full

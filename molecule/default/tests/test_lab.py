@@ -70,3 +70,14 @@ def test_data_dir_size_cap(host):
         assert 0.8 * want <= size <= want  # ext4 keeps some of the image for itself
     else:
         assert size > 1024**3
+
+
+def test_memory_cap(host):
+    # memory_max puts the host in a memory cgroup; the host sees its own limit (cgroup v1 on these machines).
+    name = host.backend.get_hostname()
+    want = {"node2": 1024**3}.get(name)
+    limit = int(host.file("/sys/fs/cgroup/memory/memory.limit_in_bytes").content_string)
+    if want:
+        assert limit == want
+    else:
+        assert limit > 2 * 1024**3

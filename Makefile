@@ -1,0 +1,53 @@
+# The two commands of the README: `make demo` and `make test`. Both do their own set-up (tools/setup.sh).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
+PLAYBOOK := $(BIN)/ansible-playbook
+SCENARIOS ?= default
+
+.PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit molecule lab-up lab-down clean
+
+demo: setup
+	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
+	$(PLAYBOOK) playbooks/demo.yml
+
+test: setup lint unit molecule
+
+setup:
+	@tools/setup.sh
+
+lint: ruff yamllint ansible-lint sanity
+
+ruff:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+yamllint:
+	$(BIN)/yamllint --strict .
+
+ansible-lint:
+	$(BIN)/ansible-lint --profile production
+
+sanity:
+	tools/sanity.sh
+
+unit:
+	$(BIN)/pytest tests/unit
+
+molecule:
+	@for s in $(SCENARIOS); do \
+	  echo "=== molecule scenario $$s"; \
+	  $(BIN)/molecule test -s $$s || exit 1; \
+	done
+
+lab-up: setup
+	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
+
+lab-down: setup
+	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml
+
+clean: lab-down
+	rm -rf $(VENV) .cache tests/output

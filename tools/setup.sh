@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set-up shared by `make demo` and `make test` on a fresh Debian 12 box, as root: system packages, then a project
+# virtualenv with the pinned Python dependencies. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: run as root (the lab creates network namespaces, mounts and containers)" >&2
+  exit 1
+fi
+
+# Controller packages: the lab (nspawn, debootstrap, namespaces, tc, loop ext4), SSH, FUSE, and the toolchain
+# llama.cpp is built with.
+APT_PACKAGES=(systemd-container debootstrap iproute2 nftables e2fsprogs openssh-client sshfs fuse3 rsync
+              python3 python3-venv python3-dev ca-certificates git make cmake g++ libgomp1 procps psmisc)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The project virtualenv, rebuilt when requirements.txt changes.
+VENV=.venv
+stamp="$VENV/.requirements.sha256"
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating $VENV from requirements.txt"
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi
