@@ -8,13 +8,13 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
 SCENARIOS ?= default
 
-.PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit molecule lab-up lab-down clean
+.PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
 	$(PLAYBOOK) playbooks/demo.yml
 
-test: setup lint unit molecule
+test: setup lint unit integration molecule
 
 setup:
 	@tools/setup.sh
@@ -36,6 +36,10 @@ sanity:
 
 unit:
 	$(BIN)/pytest tests/unit
+
+# Tests against real processes on this machine (root; loopback and the lab's own namespaces only).
+integration:
+	$(BIN)/pytest tests/integration
 
 molecule:
 	@for s in $(SCENARIOS); do \

@@ -1,0 +1,41 @@
+"""Run a module's main() in-process with given arguments and capture what it returns or why it failed."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+
+class ModuleExit(Exception):
+    """Raised instead of exit_json/fail_json: ``result`` is what the module returned, ``failed`` how."""
+
+    def __init__(self, result, failed):
+        super().__init__(result)
+        self.result = result
+        self.failed = failed
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    """``run_module(module, args, check_mode=False) -> ModuleExit`` for a module object with a main()."""
+
+    def exit_json(self, **kwargs):
+        raise ModuleExit(kwargs, failed=False)
+
+    def fail_json(self, msg, **kwargs):
+        kwargs["msg"] = msg
+        raise ModuleExit(kwargs, failed=True)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+    def run(module, args, *, check_mode=False):
+        args = dict(args)
+        if check_mode:
+            args["_ansible_check_mode"] = True
+        with patch_module_args(args), pytest.raises(ModuleExit) as caught:
+            module.main()
+        return caught.value
+
+    return run
