@@ -15,12 +15,13 @@ import ipaddress
 import json
 import re
 
+from ansible.module_utils.common.text.formatters import human_to_bytes
+
 # Lab hosts are numbered from this offset inside the subnet: .1 is the controller's bridge address,
 # a few more are kept free for test fixtures that want an address of their own.
 HOST_OFFSET = 10
 
 _NAME_RE = re.compile(r"^[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?$")
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)\s*$", re.IGNORECASE)
 _RATE_FACTORS = {
     "bit": 1,
@@ -32,7 +33,6 @@ _RATE_FACTORS = {
     "mbps": 8 * 1000**2,
     "gbps": 8 * 1000**3,
 }
-_SIZE_FACTORS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 # Bump when the way a base image is prepared changes, so cached images are rebuilt.
 IMAGE_RECIPE = 3
@@ -53,20 +53,15 @@ def validate_name(name):
 
 
 def parse_size(value, what="size"):
-    """Parse ``512M``, ``2G``, ``2GiB``, ``1073741824`` (IEC multiples) into bytes; None/0/'' -> 0."""
+    """Bytes from ``4096``, ``512M``, ``2G`` or ``2GB`` (Ansible's human_to_bytes); None/0/'' -> 0."""
     if value is None or value in {"", 0}:
         return 0
-    if isinstance(value, bool):
-        raise LabError(f"invalid {what} {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise LabError(f"invalid {what} {value!r}: must not be negative")
-        return value
-    match = _SIZE_RE.match(str(value))
-    if not match:
-        raise LabError(f"invalid {what} {value!r}: use a number of bytes or a number with K, M, G or T")
-    number, unit, _suffix = match.groups()
-    return int(float(number) * _SIZE_FACTORS[unit.lower()])
+    if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+        raise LabError(f"invalid {what} {value!r}: a size in bytes or with K, M, G or T")
+    try:
+        return human_to_bytes(value)
+    except (TypeError, ValueError):
+        raise LabError(f"invalid {what} {value!r}: a size in bytes or with K, M, G or T") from None
 
 
 def parse_rate(value):

@@ -77,7 +77,7 @@ def test_plan_rejects_bad_requests(hosts, subnet, message):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("0", 0), ("", 0), (None, 0), (4096, 4096), ("1K", 1024), ("2G", 2 * 1024**3), ("1.5GiB", 1536 * 1024**2)],
+    [("0", 0), ("", 0), (None, 0), (4096, 4096), ("1K", 1024), ("2G", 2 * 1024**3), ("3GB", 3 * 1024**3)],
 )
 def test_parse_size(text, expected):
     assert lab.parse_size(text) == expected

@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The collection's one mesh contract: a host is reached at llamarpc_mesh_address, else at ansible_host."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: mesh_addresses
+short_description: Addresses at which hosts are reached over the cluster's mesh
+version_added: 0.1.0
+description:
+  - For each host name, its C(llamarpc_mesh_address) (set by the mesh roles), else its C(ansible_host),
+    else the name itself. Workers bind to this address and the coordinator dials it.
+options:
+  _input:
+    description: Host names (for example C(groups['rpc_workers'])).
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: The C(hostvars) magic variable.
+    type: dict
+    required: true
+author:
+  - llamarpc.cluster contributors (@llamarpc)
+"""
+
+EXAMPLES = r"""
+- name: Addresses of the coordinators
+  ansible.builtin.debug:
+    msg: "{{ groups['coordinator'] | llamarpc.cluster.mesh_addresses(hostvars) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One address per host, in order.
+  type: list
+  elements: str
+"""
+
+
+def mesh_address(name, variables):
+    """The address of one host from its variables."""
+    for key in ("llamarpc_mesh_address", "ansible_host"):
+        value = variables.get(key)
+        if value:
+            return str(value)
+    return str(name)
+
+
+def mesh_addresses(names, hostvars):
+    """The address of each host in ``names``."""
+    return [mesh_address(name, hostvars[name]) for name in names]
+
+
+class FilterModule:
+    """llamarpc.cluster filters."""
+
+    def filters(self):
+        return {"mesh_addresses": mesh_addresses}
