@@ -1,0 +1,428 @@
+# -*- coding: utf-8 -*-  # noqa: UP009 - the project's header convention
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Pure helpers for building llama.cpp once and caching the result.
+
+Cache key, source-tree detection inside an archive listing, version and target parsing from the
+llama.cpp sources, parsing of ``readelf``/``ldd`` output and manifest validation. Standard library
+only and free of side effects (except reading the files or directories they are handed), so they can
+be unit-tested; the module ``llama_cpp_build`` does the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+
+# Bump when the layout of a cache entry or the meaning of the key changes: old entries are then ignored.
+CACHE_FORMAT = 1
+MANIFEST = "manifest.json"
+
+# The flags from the project notes: RPC backend on, no network features, no UI download.
+BASE_CMAKE_FLAGS = (
+    "-DGGML_RPC=ON",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+)
+
+# The binaries are copied to other nodes, so they must neither be tuned to the build host's CPU nor
+# look for their libraries in the (deleted) build tree. This is what upstream's Linux release job does.
+PORTABLE_CMAKE_FLAGS = (
+    "-DGGML_NATIVE=OFF",
+    "-DBUILD_SHARED_LIBS=ON",
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+)
+
+# One CPU backend per instruction-set level, the best one picked at run time (ggml_backend_load_all).
+# llama.cpp supports this for these architectures on Linux; elsewhere the baseline build is used.
+CPU_VARIANT_FLAGS = ("-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON")
+CPU_VARIANT_ARCHES = frozenset({"x86_64", "amd64", "aarch64", "arm64", "ppc64le", "s390x", "riscv64"})
+
+DEFAULT_TARGETS = ("ggml-rpc-server", "llama-server", "llama-gguf-split")
+RPC_SERVER_NAMES = ("ggml-rpc-server", "rpc-server")
+
+# Where llama.cpp keeps the RPC server's CMakeLists, newest layout first.
+RPC_CMAKELISTS = ("tools/rpc/CMakeLists.txt", "examples/rpc/CMakeLists.txt")
+
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
+_CHANGELOG_COMMIT_RE = re.compile(r"llama\.cpp@([0-9a-f]{7,40})\b")
+_BUILD_NUMBER_RE = re.compile(r"(?:^|[-_/])b(\d{3,6})(?:$|[-_./])")
+_RPC_VERSION_RE = re.compile(r"^\s*#\s*define\s+RPC_PROTO_(MAJOR|MINOR|PATCH)_VERSION\s+(\d+)", re.MULTILINE)
+_SET_TARGET_RE = re.compile(r"^\s*set\s*\(\s*TARGET\s+([A-Za-z0-9_.+-]+)\s*\)", re.MULTILINE | re.IGNORECASE)
+_ADD_EXECUTABLE_RE = re.compile(r"^\s*add_executable\s*\(\s*([A-Za-z0-9_.+-]+)\s", re.MULTILINE | re.IGNORECASE)
+_READELF_DYN_RE = re.compile(r"\((NEEDED|RUNPATH|RPATH|SONAME)\)\s+[^\[]*\[(.*)\]\s*$")
+_LDD_FOUND_RE = re.compile(r"^\s*(\S+)\s+=>\s+(.+?)\s+\(0x[0-9a-f]+\)\s*$")
+_LDD_NOT_FOUND_RE = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$")
+
+
+class BuildError(Exception):
+    """A failure the module reports with fail_json (message meant for the user)."""
+
+
+def normalize_sha256(value):
+    """Lower-case a sha256 hex digest, accepting an optional ``sha256:`` prefix; raise on garbage."""
+    text = str(value).strip().lower()
+    if text.startswith("sha256:"):
+        text = text[len("sha256:") :]
+    if not _SHA256_RE.match(text):
+        raise BuildError(f"checksum must be a sha256 hex digest (64 hex characters), got {value!r}")
+    return text
+
+
+def sha256_file(path, chunk=1 << 20):
+    """Hex sha256 of a file's content."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def archive_kind(path):
+    """``tar`` or ``zip`` from the archive's name; raise for anything else."""
+    name = os.path.basename(path).lower()
+    if name.endswith((".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar")):
+        return "tar"
+    if name.endswith(".zip"):
+        return "zip"
+    raise BuildError(f"{path}: unsupported archive type (use .tar.gz, .tar.xz, .tar.bz2, .tar or .zip)")
+
+
+def default_cmake_flags(arch):
+    """The default configure flags for a build host of architecture ``arch`` (platform.machine())."""
+    flags = list(BASE_CMAKE_FLAGS) + list(PORTABLE_CMAKE_FLAGS)
+    if str(arch).lower() in CPU_VARIANT_ARCHES:
+        flags += list(CPU_VARIANT_FLAGS)
+    return flags
+
+
+def cmake_define(flags, name):
+    """The value of the last ``-D<name>[:TYPE]=value`` in ``flags``, or None if not defined."""
+    value = None
+    prefix = f"-D{name}"
+    for flag in flags:
+        if not flag.startswith(prefix):
+            continue
+        rest = flag[len(prefix) :]
+        if rest.startswith(":"):
+            rest = rest.split("=", 1)[1] if "=" in rest else None
+        elif rest.startswith("="):
+            rest = rest[1:]
+        else:
+            continue
+        if rest is not None:
+            value = rest
+    return value
+
+
+def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler):
+    """The cache key: sha256 over everything that changes the binaries.
+
+    ``subdir`` is the requested one (None = auto-detect, which is deterministic for one archive),
+    flags and targets keep their order (order matters to CMake: a later -D wins).
+    """
+    payload = {
+        "format": CACHE_FORMAT,
+        "source_sha256": normalize_sha256(source_sha256),
+        "subdir": normalize_subdir(subdir) if subdir else None,
+        "cmake_flags": [str(f) for f in cmake_flags],
+        "targets": [str(t) for t in targets],
+        "arch": str(arch),
+        "compiler": compiler,
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def normalize_member(name):
+    """An archive member name without ``./`` prefixes or trailing slashes, POSIX-normalized."""
+    name = name.replace("\\", "/")
+    while name.startswith("./"):
+        name = name[2:]
+    name = name.rstrip("/")
+    if not name or name == ".":
+        return ""
+    return posixpath.normpath(name)
+
+
+def is_safe_member(name):
+    """True when an archive member name stays inside the extraction directory."""
+    raw = name.replace("\\", "/")
+    if raw.startswith("/") or re.match(r"^[A-Za-z]:", raw):
+        return False
+    norm = normalize_member(raw)
+    return not (norm == ".." or norm.startswith("../"))
+
+
+def normalize_subdir(subdir):
+    """A user-given subdir as a clean relative POSIX path (``""`` for the archive root)."""
+    text = str(subdir).strip()
+    if text.startswith("/") or not is_safe_member(text):
+        raise BuildError(f"subdir must be a relative path inside the archive, got {subdir!r}")
+    norm = normalize_member(text)
+    return "" if norm == "." else norm
+
+
+def _file_set(names):
+    return {n for n in (normalize_member(x) for x in names) if n}
+
+
+def _has_prefix(files, prefix):
+    return any(f.startswith(prefix) for f in files)
+
+
+def source_dir_candidates(names):
+    """Directories of an archive listing that hold a llama.cpp tree (CMakeLists.txt and ggml/)."""
+    files = _file_set(names)
+    found = []
+    for path in files:
+        if posixpath.basename(path) != "CMakeLists.txt":
+            continue
+        top = posixpath.dirname(path)
+        ggml = posixpath.join(top, "ggml") + "/" if top else "ggml/"
+        if _has_prefix(files, ggml):
+            found.append(top)
+    return sorted(set(found), key=lambda d: (d.count("/") + (1 if d else 0), d))
+
+
+def detect_source_dir(names):
+    """The shallowest llama.cpp tree in an archive listing; raise when there is none or a tie."""
+    candidates = source_dir_candidates(names)
+    if not candidates:
+        raise BuildError(
+            "no llama.cpp source tree in the archive (a directory holding CMakeLists.txt and ggml/): "
+            "is this a llama.cpp or llama-cpp-python source archive? Set subdir if the tree is elsewhere"
+        )
+
+    def depth(d):
+        return d.count("/") + (1 if d else 0)
+
+    best = [d for d in candidates if depth(d) == depth(candidates[0])]
+    if len(best) > 1:
+        raise BuildError(f"several llama.cpp trees in the archive ({', '.join(best)}): choose one with subdir")
+    return best[0]
+
+
+def check_source_dir(subdir, names):
+    """Validate a user-given subdir against an archive listing; return it normalized."""
+    subdir = normalize_subdir(subdir)
+    files = _file_set(names)
+    cmakelists = posixpath.join(subdir, "CMakeLists.txt") if subdir else "CMakeLists.txt"
+    if cmakelists not in files:
+        hint = ", ".join(source_dir_candidates(names)[:3]) or "none found"
+        raise BuildError(
+            f"subdir {subdir or '.'!r} has no CMakeLists.txt in the archive (llama.cpp trees found: {hint})"
+        )
+    return subdir
+
+
+def parse_rpc_proto_version(text):
+    """``{major, minor, patch, version}`` from ggml-rpc.h, or None for trees without versioned RPC."""
+    found = {m.group(1).lower(): int(m.group(2)) for m in _RPC_VERSION_RE.finditer(text or "")}
+    if "major" not in found:
+        return None
+    major, minor, patch = found["major"], found.get("minor", 0), found.get("patch", 0)
+    return {"major": major, "minor": minor, "patch": patch, "version": f"{major}.{minor}.{patch}"}
+
+
+def rpc_target_from_cmake(text):
+    """The executable target a CMakeLists.txt defines (``set(TARGET x)`` or ``add_executable(x ...)``)."""
+    match = _SET_TARGET_RE.search(text or "")
+    if match:
+        return match.group(1)
+    for match in _ADD_EXECUTABLE_RE.finditer(text or ""):
+        if not match.group(1).startswith("$"):
+            return match.group(1)
+    return None
+
+
+def detect_rpc_target(source_dir):
+    """The RPC server's target name in an extracted llama.cpp tree, or None when the tree has none."""
+    for rel in RPC_CMAKELISTS:
+        path = os.path.join(source_dir, *rel.split("/"))
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                name = rpc_target_from_cmake(handle.read())
+        except OSError:
+            continue
+        if name:
+            return name
+    return None
+
+
+def resolve_targets(requested, rpc_target):
+    """Requested targets with the RPC server's name replaced by the one this tree really has."""
+    resolved = []
+    for wanted in requested:
+        name = wanted
+        if wanted in RPC_SERVER_NAMES:
+            if rpc_target is None:
+                raise BuildError(
+                    f"target {wanted} requested but this llama.cpp tree has no RPC server "
+                    f"({' or '.join(RPC_CMAKELISTS)} not found)"
+                )
+            name = rpc_target
+        if name not in resolved:
+            resolved.append(name)
+    return resolved
+
+
+def rpc_server_in(targets):
+    """The RPC server's name among ``targets``, or None."""
+    for target in targets:
+        if target in RPC_SERVER_NAMES:
+            return target
+    return None
+
+
+def commit_from_changelog(text):
+    """The llama.cpp commit a llama-cpp-python CHANGELOG names first (its vendored tree), or None."""
+    match = _CHANGELOG_COMMIT_RE.search(text or "")
+    return match.group(1) if match else None
+
+
+def commit_from_archive_comment(comment):
+    """A git commit id from an archive comment (``git archive`` stores it there), or None."""
+    if isinstance(comment, bytes):
+        comment = comment.decode("ascii", errors="replace")
+    text = (comment or "").strip().lower()
+    return text if _COMMIT_RE.match(text) and len(text) == 40 else None
+
+
+def build_number_from_name(*names):
+    """A llama.cpp release build number (``b1234``) found in archive or directory names, or None."""
+    for name in names:
+        if not name:
+            continue
+        base = str(name).lower()
+        for suffix in (".tar.gz", ".tar.xz", ".tar.bz2", ".tgz", ".txz", ".zip", ".tar"):
+            if base.endswith(suffix):
+                base = base[: -len(suffix)]
+                break
+        match = _BUILD_NUMBER_RE.search(posixpath.basename(base.rstrip("/")))
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def parse_readelf_dynamic(text):
+    """``{needed: [...], runpath, rpath, soname}`` from ``readelf -d`` output."""
+    info = {"needed": [], "runpath": None, "rpath": None, "soname": None}
+    for line in (text or "").splitlines():
+        match = _READELF_DYN_RE.search(line)
+        if not match:
+            continue
+        tag, value = match.group(1), match.group(2)
+        if tag == "NEEDED":
+            info["needed"].append(value)
+        else:
+            info[tag.lower()] = value
+    return info
+
+
+def parse_ldd(text):
+    """``{library: resolved path or None}`` from ``ldd`` output (None = not found)."""
+    libs = {}
+    for line in (text or "").splitlines():
+        match = _LDD_NOT_FOUND_RE.match(line)
+        if match:
+            libs[match.group(1)] = None
+            continue
+        match = _LDD_FOUND_RE.match(line)
+        if match:
+            libs[match.group(1)] = match.group(2)
+    return libs
+
+
+def external_libraries(needed_by_file, bundled):
+    """Libraries the bundle needs from the host: every NEEDED name not shipped in the bundle."""
+    shipped = set(bundled)
+    return sorted({lib for needed in needed_by_file.values() for lib in needed if lib not in shipped})
+
+
+def is_shared_library_name(name):
+    """True for ``libfoo.so`` and ``libfoo.so.1.2`` style file names."""
+    return bool(re.match(r"^lib.+\.so(\.\d+)*$", name))
+
+
+def file_entry(root, rel):
+    """Manifest entry for one file of a cache entry (symlinks recorded by their target)."""
+    path = os.path.join(root, rel)
+    if os.path.islink(path):
+        return {"path": rel, "link": os.readlink(path)}
+    stat = os.stat(path)
+    return {
+        "path": rel,
+        "size": stat.st_size,
+        "sha256": sha256_file(path),
+        "mode": f"{stat.st_mode & 0o7777:04o}",
+    }
+
+
+def _manifest_header_problem(manifest, key):
+    if not isinstance(manifest, dict):
+        return "manifest is not a JSON object"
+    if manifest.get("format") != CACHE_FORMAT:
+        return f"manifest format {manifest.get('format')!r} is not {CACHE_FORMAT}"
+    if manifest.get("key") != key:
+        return "manifest key does not match the entry"
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        return "manifest lists no files"
+    if not all(isinstance(item, dict) and isinstance(item.get("path"), str) for item in files):
+        return "manifest has a malformed file entry"
+    rpc = manifest.get("rpc_server")
+    missing_rpc = rpc and not any(item["path"] == f"bin/{rpc}" for item in files)
+    return f"manifest names rpc server {rpc} but does not list bin/{rpc}" if missing_rpc else ""
+
+
+def _file_problem(entry_dir, item):
+    rel = item["path"]
+    if not is_safe_member(rel):
+        return f"manifest path {rel!r} leaves the entry"
+    path = os.path.join(entry_dir, rel)
+    if "link" in item:
+        if not os.path.islink(path) or os.readlink(path) != item["link"]:
+            return f"{rel}: symlink missing or changed"
+        return "" if os.path.exists(path) else f"{rel}: dangling symlink"
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return f"{rel}: missing"
+    if os.path.islink(path) or size != item.get("size"):
+        return f"{rel}: size {size} differs from the recorded {item.get('size')}"
+    return ""
+
+
+def validate_manifest(entry_dir, manifest, key):
+    """``(True, "")`` when a cache entry matches its manifest, else ``(False, reason)``.
+
+    Cheap on purpose (existence and sizes, not hashes): it runs on every play.
+    """
+    problem = _manifest_header_problem(manifest, key)
+    for item in [] if problem else manifest["files"]:
+        problem = _file_problem(entry_dir, item)
+        if problem:
+            break
+    return (not problem), problem
+
+
+def load_manifest(entry_dir):
+    """The parsed manifest of a cache entry, or None when it is missing or not JSON."""
+    try:
+        with open(os.path.join(entry_dir, MANIFEST), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def log_tail(text, lines=40):
+    """The last ``lines`` lines of a log, for error messages."""
+    return "\n".join((text or "").rstrip().splitlines()[-lines:])

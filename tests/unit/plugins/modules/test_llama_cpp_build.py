@@ -1,0 +1,333 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: Apache-2.0
+"""llama_cpp_build run in-process: checksum first, check mode, cache hits, safe extraction, failures.
+
+``test_tiny_real_build_*`` run the whole pipeline (extract, CMake configure and build, staging, RUNPATH and
+ldd checks, smoke test, manifest, atomic rename) on a *tiny* C project shaped like a llama.cpp tree
+(CMakeLists.txt, ggml/, tools/rpc/): a real build of a tiny program that takes seconds, not a build of
+llama.cpp. They are skipped without cmake and a C compiler. The real llama.cpp build is run through
+Ansible by hand (see the module's EXAMPLES).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build as lb
+from ansible_collections.llamarpc.cluster.plugins.modules import llama_cpp_build
+
+HAVE_TOOLCHAIN = all(shutil.which(tool) for tool in ("cmake", "cc", "c++", "readelf", "ldd"))
+needs_toolchain = pytest.mark.skipif(not HAVE_TOOLCHAIN, reason="needs cmake, cc, c++, readelf and ldd")
+
+TINY_TREE = {
+    "CMakeLists.txt": (
+        "cmake_minimum_required(VERSION 3.14)\n"
+        "project(tiny C)\n"
+        "set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)\n"
+        "set(CMAKE_LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)\n"
+        "add_subdirectory(ggml)\n"
+        "add_subdirectory(tools/rpc)\n"
+    ),
+    "ggml/CMakeLists.txt": (
+        "add_library(ggml SHARED src/ggml.c)\n"
+        "set_target_properties(ggml PROPERTIES VERSION 0.1.2 SOVERSION 0)\n"
+        "target_include_directories(ggml PUBLIC include)\n"
+    ),
+    "ggml/src/ggml.c": "int ggml_answer(void) { return 42; }\n",
+    "ggml/include/ggml-rpc.h": (
+        "#define RPC_PROTO_MAJOR_VERSION    3\n"
+        "#define RPC_PROTO_MINOR_VERSION    1\n"
+        "#define RPC_PROTO_PATCH_VERSION    4\n"
+        "int ggml_answer(void);\n"
+    ),
+    # An old tree's name for the RPC server: the module must build it when asked for ggml-rpc-server.
+    "tools/rpc/CMakeLists.txt": (
+        "set(TARGET rpc-server)\n"
+        "add_executable(${TARGET} rpc-server.c)\n"
+        "target_link_libraries(${TARGET} PRIVATE ggml)\n"
+    ),
+    "tools/rpc/rpc-server.c": (
+        '#include <stdio.h>\n#include "ggml-rpc.h"\n'
+        'int main(void) { fprintf(stderr, "usage: tiny rpc-server %d\\n", ggml_answer()); return 0; }\n'
+    ),
+}
+TINY_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+]
+
+
+def write_tar(path, files, top="tiny-b1234", extra=None):
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}" if top else name)
+            info.size = len(data)
+            info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data))
+        for info in extra or []:
+            archive.addfile(info, io.BytesIO(b"x" * info.size) if info.isfile() else None)
+    return str(path)
+
+
+def sha256(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def run(args, capsys, check_mode=False):
+    """Run the module's main() in-process; return its JSON result."""
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    with patch_module_args(args), pytest.raises(SystemExit):
+        llama_cpp_build.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    src = write_tar(tmp_path / "tiny-b1234.tar.gz", TINY_TREE)
+    cache = tmp_path / "cache"
+    args = {
+        "src": src,
+        "checksum": sha256(src),
+        "cache_dir": str(cache),
+        "cmake_flags": TINY_FLAGS,
+        "targets": ["ggml-rpc-server"],
+        "log_file": str(tmp_path / "logs" / "build.log"),
+    }
+    return args, cache
+
+
+def test_checksum_mismatch_fails_before_anything_else(tiny, capsys):
+    args, cache = tiny
+    args["checksum"] = "sha256:" + "0" * 64
+    args["cmake_flags"] = ["-DCMAKE_C_COMPILER=/nonexistent/cc"]  # would fail later, checksum comes first
+    result = run(args, capsys)
+    assert result["failed"]
+    assert "checksum mismatch" in result["msg"]
+    assert "0" * 64 in result["msg"]
+    assert not cache.exists()
+
+
+def test_checksum_mismatch_fails_in_check_mode_too(tiny, capsys):
+    args, cache = tiny
+    args["checksum"] = "1" * 64
+    result = run(args, capsys, check_mode=True)
+    assert result["failed"]
+    assert "checksum mismatch" in result["msg"]
+
+
+def test_malformed_checksum_is_reported(tiny, capsys):
+    args, _cache = tiny
+    args["checksum"] = "not-a-digest"
+    result = run(args, capsys)
+    assert result["failed"]
+    assert "sha256 hex digest" in result["msg"]
+
+
+def test_missing_archive_and_bad_subdir(tiny, tmp_path, capsys):
+    args, _cache = tiny
+    result = run(dict(args, src=str(tmp_path / "nope.tar.gz"), checksum=None), capsys)
+    assert result["failed"]
+    assert "does not exist" in result["msg"]
+    result = run(dict(args, subdir="../elsewhere"), capsys)
+    assert result["failed"]
+    assert "relative path inside the archive" in result["msg"]
+
+
+@needs_toolchain
+def test_check_mode_with_a_cache_miss_reports_a_build_and_builds_nothing(tiny, capsys):
+    args, cache = tiny
+    result = run(args, capsys, check_mode=True)
+    assert result["changed"] is True
+    assert result["cache_state"] == "missing"
+    assert result["build_seconds"] == 0.0
+    assert result["entry_dir"] == os.path.join(str(cache), result["key"])
+    assert result["bin_dir"] == os.path.join(result["entry_dir"], "bin")
+    assert "manifest" not in result
+    assert not cache.exists()
+    assert not os.path.exists(args["log_file"])
+
+
+@needs_toolchain
+def test_check_mode_with_a_valid_entry_is_unchanged(tiny, capsys):
+    args, _cache = tiny
+    key = run(args, capsys, check_mode=True)["key"]
+    # A hand-made entry for that key (made-up file: this checks cache validation, not a build).
+    entry = os.path.join(args["cache_dir"], key)
+    os.makedirs(os.path.join(entry, "bin"))
+    with open(os.path.join(entry, "bin", "rpc-server"), "wb") as handle:
+        handle.write(b"\x7fELF")
+    manifest = {
+        "format": lb.CACHE_FORMAT,
+        "key": key,
+        "files": [lb.file_entry(entry, "bin/rpc-server")],
+        "rpc_server": "rpc-server",
+        "rpc_protocol": None,
+    }
+    with open(os.path.join(entry, lb.MANIFEST), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
+    result = run(args, capsys, check_mode=True)
+    assert result["changed"] is False
+    assert result["cache_state"] == "hit"
+    assert result["rpc_server_path"] == os.path.join(entry, "bin", "rpc-server")
+    # A damaged entry is a miss again, with the reason.
+    os.truncate(os.path.join(entry, "bin", "rpc-server"), 1)
+    result = run(args, capsys, check_mode=True)
+    assert result["changed"] is True
+    assert result["cache_state"] == "invalid"
+    assert "bin/rpc-server: size" in result["cache_reason"]
+
+
+@needs_toolchain
+def test_key_depends_on_flags_and_targets(tiny, capsys):
+    args, _cache = tiny
+    base = run(args, capsys, check_mode=True)["key"]
+    assert run(dict(args, targets=["ggml-rpc-server", "other"]), capsys, check_mode=True)["key"] != base
+    assert run(dict(args, cmake_flags=[*TINY_FLAGS, "-DX=1"]), capsys, check_mode=True)["key"] != base
+    assert run(dict(args, checksum=None), capsys, check_mode=True)["key"] == base
+
+
+def test_extract_refuses_members_outside_the_tree(tmp_path):
+    evil = tarfile.TarInfo("../evil")
+    evil.size = 1
+    src = write_tar(tmp_path / "evil.tar.gz", {"CMakeLists.txt": ""}, extra=[evil])
+    with pytest.raises(lb.BuildError, match="unsafe member"):
+        llama_cpp_build.extract(src, "tar", str(tmp_path / "out"))
+    assert not (tmp_path / "evil").exists()
+
+
+def test_extract_refuses_links_outside_the_tree(tmp_path):
+    link = tarfile.TarInfo("top/ggml/escape")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "../../../etc/passwd"
+    src = write_tar(tmp_path / "link.tar.gz", {"CMakeLists.txt": ""}, extra=[link])
+    with pytest.raises(lb.BuildError, match="points outside"):
+        llama_cpp_build.extract(src, "tar", str(tmp_path / "out"))
+
+
+def test_extract_skips_devices_and_strips_setuid(tmp_path):
+    fifo = tarfile.TarInfo("tiny-b1234/fifo")
+    fifo.type = tarfile.FIFOTYPE
+    tool = tarfile.TarInfo("tiny-b1234/tool.sh")
+    tool.size = 2
+    tool.mode = 0o4755
+    src = write_tar(tmp_path / "odd.tar.gz", {"CMakeLists.txt": ""}, extra=[fifo, tool])
+    names, _comment = llama_cpp_build.extract(src, "tar", str(tmp_path / "out"))
+    assert "tiny-b1234/fifo" not in names
+    assert not (tmp_path / "out" / "tiny-b1234" / "fifo").exists()
+    assert (tmp_path / "out" / "tiny-b1234" / "tool.sh").stat().st_mode & 0o7777 == 0o755
+
+
+def test_corrupt_archive_is_a_clean_failure(tmp_path):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(lb.BuildError, match="cannot extract"):
+        llama_cpp_build.extract(str(bad), "tar", str(tmp_path / "out"))
+
+
+@needs_toolchain
+def test_tiny_real_build_check_apply_apply_check(tiny, capsys):
+    """A real CMake build of a tiny tree: check mode, build, cached, check mode again."""
+    args, cache = tiny
+    assert run(args, capsys, check_mode=True)["changed"] is True
+
+    built = run(args, capsys)
+    assert built["changed"] is True, built.get("msg")
+    assert built["cache_state"] == "missing"
+    manifest = built["manifest"]
+    entry = built["entry_dir"]
+    # The RPC server is called rpc-server in this (old-style) tree although ggml-rpc-server was asked for.
+    assert built["rpc_server"] == "rpc-server"
+    assert manifest["built_targets"] == ["rpc-server"]
+    assert manifest["targets"] == ["ggml-rpc-server"]
+    assert built["rpc_protocol"] == {"major": 3, "minor": 1, "patch": 4, "version": "3.1.4"}
+    assert manifest["llama_cpp"]["build_number"] == 1234
+    assert "-DLLAMA_BUILD_NUMBER=1234" in manifest["configure_args"]
+    assert manifest["source"]["subdir"] == "tiny-b1234"
+    paths = {f["path"]: f for f in manifest["files"]}
+    assert set(paths) == {"bin/rpc-server", "bin/libggml.so", "bin/libggml.so.0", "bin/libggml.so.0.1.2"}
+    assert paths["bin/libggml.so.0"]["link"] == "libggml.so.0.1.2"
+    assert manifest["runpath"]["bin/rpc-server"] == "$ORIGIN"
+    assert "libggml.so.0" in manifest["needed"]["bin/rpc-server"]
+    assert "libc.so.6" in manifest["external_libraries"]
+    assert manifest["smoke_test"] == "usage: tiny rpc-server 42"
+    with open(os.path.join(entry, lb.MANIFEST), encoding="utf-8") as handle:
+        assert json.load(handle) == manifest
+    # Nothing left behind but the entry, its lock and the log; the binary runs from the entry.
+    assert sorted(os.listdir(cache)) == sorted([built["key"], f".{built['key']}.lock"])
+    assert os.path.getsize(args["log_file"]) > 0
+    proc = subprocess.run([built["rpc_server_path"]], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert "tiny rpc-server 42" in proc.stderr
+
+    again = run(args, capsys)
+    assert again["changed"] is False
+    assert again["cache_state"] == "hit"
+    assert again["manifest"] == manifest
+    assert run(args, capsys, check_mode=True)["changed"] is False
+
+
+@needs_toolchain
+def test_tiny_real_build_moved_entry_still_runs(tiny, tmp_path, capsys):
+    """RUNPATH $ORIGIN: the bin/ directory works wherever it is copied (as on a node)."""
+    args, _cache = tiny
+    built = run(args, capsys)
+    copy = tmp_path / "node" / "opt-llama"
+    shutil.copytree(built["bin_dir"], copy, symlinks=True)
+    shutil.rmtree(built["entry_dir"])
+    proc = subprocess.run([str(copy / "rpc-server")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    # The entry is gone: the next run is a miss and builds again.
+    assert run(args, capsys, check_mode=True)["cache_state"] == "missing"
+
+
+@needs_toolchain
+def test_tiny_real_build_force_rebuilds(tiny, capsys):
+    args, _cache = tiny
+    first = run(args, capsys)
+    forced = run(dict(args, force=True), capsys)
+    assert forced["changed"] is True
+    assert forced["cache_state"] == "forced"
+    assert forced["key"] == first["key"]
+    assert forced["manifest"]["built_at"] >= first["manifest"]["built_at"]
+    assert run(args, capsys)["changed"] is False
+
+
+@needs_toolchain
+def test_tiny_build_failure_reports_the_log_tail_and_cleans_up(tiny, tmp_path, capsys):
+    args, cache = tiny
+    broken = dict(TINY_TREE, **{"ggml/src/ggml.c": "int ggml_answer(void) { return 42 }\n"})
+    src = write_tar(tmp_path / "broken.tar.gz", broken)
+    args = dict(args, src=src, checksum=sha256(src), log_file=None)
+    result = run(args, capsys)
+    assert result["failed"]
+    assert "CMake build failed" in result["msg"]
+    assert "ggml.c" in result["log_tail"]
+    assert "error" in result["log_tail"]
+    assert "Traceback" not in result["msg"]
+    leftovers = [n for n in os.listdir(cache) if not n.endswith(".lock")]
+    assert leftovers == []
+
+
+@needs_toolchain
+def test_missing_rpc_server_is_a_clean_failure(tiny, tmp_path, capsys):
+    args, cache = tiny
+    tree = {k: v for k, v in TINY_TREE.items() if not k.startswith("tools/")}
+    tree["CMakeLists.txt"] = TINY_TREE["CMakeLists.txt"].replace("add_subdirectory(tools/rpc)\n", "")
+    src = write_tar(tmp_path / "norpc.tar.gz", tree)
+    result = run(dict(args, src=src, checksum=sha256(src)), capsys)
+    assert result["failed"]
+    assert "no RPC server" in result["msg"]
+    assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == []
