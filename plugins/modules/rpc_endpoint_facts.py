@@ -140,7 +140,7 @@ EXAMPLES = r"""
   delegate_to: localhost
   run_once: true
 
-- name: Take the list from llama-server's --rpc value
+- name: On the coordinator itself, probe the workers of llama-server's --rpc value
   llamarpc.cluster.rpc_endpoint_facts:
     endpoints: "10.77.0.11:50052,10.77.0.12:50052"
 

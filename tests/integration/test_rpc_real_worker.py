@@ -165,6 +165,48 @@ def test_held_worker_is_busy_and_survives_the_probes(worker):
     assert worker.proc.poll() is None, f"worker died with {worker.proc.returncode}:\n{worker.log}"
 
 
+def test_third_probe_of_a_held_worker_times_out_at_connect(worker):
+    """listen(fd, 1): the two dead connections of earlier probes fill the backlog until the worker is free."""
+    holder, _hello = _holder(worker.port)
+    try:
+        states = [rpc.probe(LOOPBACK, worker.port, timeout=0.5, connect_timeout=0.5).state for _ in range(3)]
+    finally:
+        rpc.set_abortive_close(holder)
+        holder.close()
+    assert states == ["busy", "busy", "timeout"]
+    assert worker.wait_ready(10).state == "ready"
+    assert worker.proc.poll() is None
+
+
+def test_sigpipe_trap_is_real_and_the_probe_avoids_it(worker_binary, tmp_path):
+    """A client that sends HELLO to a held worker and closes normally kills the worker with SIGPIPE once
+    it is freed; the probe's abortive close does not.  Both on fresh workers started here."""
+    outcomes = {}
+    for mode in ("orderly close", "probe"):
+        workdir = tmp_path / mode.replace(" ", "-")
+        workdir.mkdir()
+        started = Worker(worker_binary, workdir)
+        try:
+            started.wait_ready()
+            holder, _hello = _holder(started.port)
+            if mode == "probe":
+                assert rpc.probe(LOOPBACK, started.port, timeout=0.5, connect_timeout=1).state == "busy"
+            else:
+                naive = socket.create_connection((LOOPBACK, started.port), timeout=5)
+                naive.sendall(rpc.encode_hello())
+                time.sleep(0.2)
+                naive.close()
+            time.sleep(0.2)
+            holder.close()
+            deadline = time.monotonic() + 3
+            while started.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            outcomes[mode] = started.proc.poll()
+        finally:
+            started.stop()
+    assert outcomes == {"orderly close": -signal.SIGPIPE, "probe": None}
+
+
 def test_stopped_worker_is_refused(worker):
     assert rpc.probe(LOOPBACK, worker.port, timeout=5, connect_timeout=2).state == "ready"
     worker.stop()
@@ -172,48 +214,60 @@ def test_stopped_worker_is_refused(worker):
     assert result.state == "refused", result.error
 
 
-def test_module_end_to_end_with_ansible(worker, closed_port_real):
-    """The module through ansible itself (AnsiballZ, argument parsing, facts) against the real worker."""
-    args = json.dumps(
-        {
-            "endpoints": [f"{LOOPBACK}:{worker.port}", {"host": LOOPBACK, "port": closed_port_real, "name": "gone"}],
-            "timeout": 5,
-        },
-    )
+PLAYBOOK = """
+- name: Probe the real worker through Ansible
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Probe
+      llamarpc.cluster.rpc_endpoint_facts:
+        endpoints:
+          - "127.0.0.1:{{ worker_port }}"
+          - {host: 127.0.0.1, port: "{{ gone_port }}", name: gone}
+        timeout: 5
+      register: probed
+
+    - name: Save the result
+      ansible.builtin.copy:
+        content: "{{ probed | to_json }}"
+        dest: "{{ report }}"
+        mode: "0600"
+"""
+
+
+def test_module_end_to_end_with_ansible(worker, closed_port_real, tmp_path):
+    """The module through ansible-playbook (AnsiballZ, argument parsing, facts) against the real worker."""
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    report = tmp_path / "report.json"
+    extra = {"worker_port": worker.port, "gone_port": closed_port_real, "report": str(report)}
     env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections")
     )
     proc = subprocess.run(
         [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
+            str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
             "localhost,",
             "-c",
             "local",
             "-e",
             f"ansible_python_interpreter={sys.executable}",
-            "-m",
-            "llamarpc.cluster.rpc_endpoint_facts",
-            "-a",
-            args,
+            "-e",
+            json.dumps(extra),
+            str(tmp_path / "play.yml"),
         ],
-        cwd=REPO,
+        cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    output = json.loads(proc.stdout)
-    result = output["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    result = json.loads(report.read_text())
+    print(json.dumps(result, indent=2))
     ready, gone = result["ansible_facts"]["rpc_endpoints"]
-    assert ready["state"] == "ready"
+    assert ready["state"] == "ready", ready["error"]
     assert ready["major"] == 7
     assert ready["devices"][0]["total"] > 0
     assert (gone["name"], gone["state"]) == ("gone", "refused")
