@@ -437,17 +437,46 @@ class Host:
             try:
                 with socket.create_connection((self.p["address"], 22), timeout=2) as sock:
                     sock.settimeout(3)
-                    if sock.recv(64).startswith(b"SSH-"):
+                    if sock.recv(64).startswith(b"SSH-") and self.wait_booted(deadline):
                         return
             except OSError:
                 pass
             time.sleep(0.3)
         self.m.fail_json(
-            msg=f"lab host {self.p['name']} did not answer SSH on {self.p['address']} "
-            f"within {self.p['boot_timeout']} s",
+            msg=f"lab host {self.p['name']} did not finish booting (systemd running, SSH answering on "
+            f"{self.p['address']}) within {self.p['boot_timeout']} s",
             console_tail=self.console_tail(),
             actions=self.actions,
         )
+
+    def init_pid(self):
+        """PID (in our namespace) of the host's own systemd: the child of its nspawn process."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                    children = handle.read().split()
+            except OSError:
+                continue
+            if children:
+                return int(children[0])
+        return None
+
+    def wait_booted(self, deadline):
+        """Wait until the host's systemd finished booting (sudo and logins can stall before that)."""
+        nsenter = self.m.get_bin_path("nsenter", required=True)
+        while time.monotonic() < deadline:
+            init = self.init_pid()
+            if init is not None:
+                _rc, out, _err = self.m.run_command(
+                    [nsenter, "-t", str(init), "-m", "-u", "-i", "-n", "-p", "systemctl", "is-system-running"]
+                )
+                if out.strip() in ("running", "degraded"):
+                    return True
+            time.sleep(0.5)
+        return False
 
     def console_tail(self, lines=25):
         try:

@@ -1,0 +1,159 @@
+"""Verify the RPC workers: unprivileged and hardened, bound to the lab address, reachable only from the
+coordinator, probed over their own protocol, restarted by systemd, and caching large tensors after a load."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+WORKERS = RUNNER.get_hosts("rpc_workers")
+COORDINATOR = RUNNER.get_hosts("coordinator")[0]
+NON_COORDINATORS = [h for h in WORKERS if h != COORDINATOR]
+PORT = 50052
+SERVICE = "llamarpc-rpc-worker"
+REPO = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+testinfra_hosts = WORKERS
+
+
+def address(name):
+    return RUNNER.get_variables(name)["ansible_host"]
+
+
+def remote(name):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def probe_from(name, targets):
+    """rpc_endpoint_facts run on host ``name`` against ``targets`` (names)."""
+    result = remote(name).ansible(
+        "llamarpc.cluster.rpc_endpoint_facts",
+        f"endpoints={','.join(f'{address(t)}:{PORT}' for t in targets)} timeout=3",
+        check=False,
+    )
+    return result["ansible_facts"]["rpc_endpoints"]
+
+
+def connect_from(name, target):
+    """Outcome of a TCP connect from ``name`` to ``target``'s RPC port (abortive close, never holds the worker)."""
+    code = (
+        "import socket,struct\n"
+        "s=socket.socket()\n"
+        "s.setsockopt(socket.SOL_SOCKET,socket.SO_LINGER,struct.pack('ii',1,0))\n"
+        "s.settimeout(3)\n"
+        f"try:\n s.connect(('{address(target)}',{PORT})); print('accepted')\n"
+        "except ConnectionRefusedError: print('refused')\n"
+        "except OSError as e: print('error', e)\n"
+        "s.close()\n"
+    )
+    return remote(name).check_output(f"python3 -c {json.dumps(code)}")
+
+
+def test_service_runs_as_the_unprivileged_user(host):
+    assert host.service(SERVICE).is_running
+    assert host.service(SERVICE).is_enabled
+    user = host.check_output(f"systemctl show -p User --value {SERVICE}")
+    assert user == "llamarpc"
+    pid = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
+    assert host.check_output(f"ps -o user= -p {pid}") == "llamarpc"
+    assert host.user("llamarpc").shell == "/usr/sbin/nologin"
+
+
+def test_unit_is_hardened(host):
+    unit = host.file(f"/etc/systemd/system/{SERVICE}.service").content_string
+    for line in (
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "ReadWritePaths=/var/cache/llamarpc/rpc-worker",
+        "Restart=always",
+    ):
+        assert line in unit
+
+
+def test_listens_only_on_the_lab_address(host):
+    name = host.backend.get_hostname()
+    listening = [s for s in host.socket.get_listening_sockets() if s.endswith(f":{PORT}")]
+    assert listening == [f"tcp://{address(name)}:{PORT}"]
+
+
+def test_cache_directory_exists_before_the_worker(host):
+    cache = host.file("/var/cache/llamarpc/rpc-worker/rpc")
+    assert cache.is_directory and cache.user == "llamarpc"
+    env = host.check_output(f"systemctl show -p Environment --value {SERVICE}")
+    assert "LLAMA_CACHE=/var/cache/llamarpc/rpc-worker" in env
+
+
+@pytest.mark.parametrize("source", NON_COORDINATORS)
+def test_only_the_coordinator_gets_through(host, source):
+    target = host.backend.get_hostname()
+    if target == source:
+        pytest.skip("a host reaching its own worker uses loopback, which is allowed")
+    assert connect_from(source, target) == "refused"
+    assert connect_from(COORDINATOR, target) == "accepted"
+
+
+def test_probe_reports_protocol_and_memory_of_every_worker():
+    endpoints = probe_from(COORDINATOR, WORKERS)
+    assert [e["state"] for e in endpoints] == ["ready"] * len(WORKERS), endpoints
+    for endpoint in endpoints:
+        assert endpoint["version"].startswith("7."), endpoint
+        assert endpoint["device_count"] >= 1
+        assert all(d["total"] > 0 for d in endpoint["devices"])
+
+
+def test_systemd_brings_a_killed_worker_back():
+    host = remote(NON_COORDINATORS[-1])
+    before = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
+    host.run(f"kill -9 {before}")
+    deadline = time.monotonic() + 30
+    after = before
+    while time.monotonic() < deadline:
+        after = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
+        if after not in (before, "0") and host.service(SERVICE).is_running:
+            break
+        time.sleep(1)
+    assert after not in (before, "0")
+    assert probe_from(COORDINATOR, [NON_COORDINATORS[-1]])[0]["state"] == "ready"
+
+
+def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
+    # A model whose largest tensors exceed the 10 MiB cache threshold, loaded once through every worker.
+    subprocess.run(
+        [sys.executable, str(REPO / "tools/tiny_gguf.py"), "--out", str(tmp_path), "--preset", "cache"],
+        check=True,
+        capture_output=True,
+    )
+    model = next(tmp_path.glob("*.gguf"))
+    coordinator = remote(COORDINATOR)
+    coordinator.ansible("ansible.builtin.copy", f"src={model} dest=/tmp/cache-model.gguf mode=0644", check=False)
+    pid = coordinator.check_output(f"systemctl show -p MainPID --value {SERVICE}")
+    bin_dir = coordinator.check_output(f"dirname $(readlink /proc/{pid}/exe)")
+    rpc = ",".join(f"{address(w)}:{PORT}" for w in NON_COORDINATORS)
+    devices = ",".join(f"RPC{i}" for i in range(len(NON_COORDINATORS)))
+    coordinator.run(
+        f"systemd-run --unit=cache-load --collect {bin_dir}/llama-server -m /tmp/cache-model.gguf --rpc {rpc} "
+        f"-dev {devices} -ngl all -c 256 -t 1 --host 127.0.0.1 --port 18080"
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if coordinator.run("curl -fsS http://127.0.0.1:18080/health").rc == 0:
+                break
+            time.sleep(2)
+        else:
+            pytest.fail(coordinator.run("journalctl -u cache-load --no-pager | tail -30").stdout)
+    finally:
+        coordinator.run("systemctl stop cache-load")
+    for worker in NON_COORDINATORS:
+        sizes = remote(worker).check_output("find /var/cache/llamarpc/rpc-worker/rpc -type f -printf '%s\\n'").split()
+        assert sizes, f"{worker} cached nothing"
+        assert all(int(s) > 10 * 1024 * 1024 for s in sizes)
