@@ -177,6 +177,13 @@ source_sha256:
   returned: always
   type: str
   sample: 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+archive:
+  description:
+    - C(<entry_dir>/bin.tar.gz), the contents of RV(bin_dir) in one archive to ship to the nodes (for example
+      with M(ansible.builtin.unarchive)); created once per entry.
+  returned: when the entry exists
+  type: str
+  sample: /var/cache/llamarpc/llama-cpp/3f1c0d0c2b6f9f8a4e1f3b0a6c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d/bin.tar.gz
 cmake_flags:
   description: The configure flags of the key (the default list when O(cmake_flags) is not set).
   returned: always
@@ -339,6 +346,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build impo
 )
 
 SMOKE_TIMEOUT = 60
+ARCHIVE = "bin.tar.gz"  # the binaries in one file, to ship to the nodes
 
 
 class StepFailed(BuildError):
@@ -728,8 +736,25 @@ def build(module, p, ctx):
         shutil.rmtree(stage, ignore_errors=True)
 
 
+def ensure_archive(entry):
+    """``<entry>/bin.tar.gz``, one file to ship the binaries to every node; created once. True when created."""
+    archive = os.path.join(entry, ARCHIVE)
+    if os.path.isfile(archive):
+        return False
+    tmp = f"{archive}.tmp-{os.getpid()}"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name in sorted(os.listdir(os.path.join(entry, "bin"))):
+            tar.add(os.path.join(entry, "bin", name), arcname=name, recursive=False)
+    os.replace(tmp, archive)
+    return True
+
+
 def entry_result(entry, manifest):
-    result = {"manifest": manifest, "rpc_protocol": manifest.get("rpc_protocol")}
+    result = {
+        "manifest": manifest,
+        "rpc_protocol": manifest.get("rpc_protocol"),
+        "archive": os.path.join(entry, ARCHIVE),
+    }
     if manifest.get("rpc_server"):
         result["rpc_server"] = manifest["rpc_server"]
         result["rpc_server_path"] = os.path.join(entry, "bin", manifest["rpc_server"])
@@ -787,6 +812,8 @@ def run_module(module):
         state, manifest = "forced", None
     result.update(cache_state=state, cache_reason=reason)
     if state == "hit":
+        if not module.check_mode:
+            result["changed"] = ensure_archive(entry)
         result.update(entry_result(entry, manifest))
         return result
     result["changed"] = True
@@ -813,12 +840,13 @@ def run_module(module):
         # Another run may have built the entry while this one waited for the lock.
         state_now, _reason, manifest = cache_state()
         if state_now == "hit" and not p["force"]:
-            result.update(changed=False, cache_state="hit", cache_reason="")
+            result.update(changed=ensure_archive(entry), cache_state="hit", cache_reason="")
             result.update(entry_result(entry, manifest))
             return result
         remove_leftovers(p["cache_dir"], key)
         manifest = build(module, p, ctx)
     result["build_seconds"] = manifest["build_seconds"]
+    ensure_archive(entry)
     result.update(entry_result(entry, manifest))
     return result
 

@@ -271,6 +271,12 @@ def test_tiny_real_build_check_apply_apply_check(tiny, capsys):
     proc = subprocess.run([built["rpc_server_path"]], capture_output=True, text=True, check=False)
     assert proc.returncode == 0
     assert "tiny rpc-server 42" in proc.stderr
+    # The archive shipped to nodes holds exactly bin/, links as links.
+    assert built["archive"] == os.path.join(entry, "bin.tar.gz")
+    with tarfile.open(built["archive"]) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert set(members) == {p.removeprefix("bin/") for p in paths}
+    assert members["libggml.so.0"].issym() and members["libggml.so.0"].linkname == "libggml.so.0.1.2"
 
     again = run(args, capsys)
     assert again["changed"] is False
@@ -285,7 +291,7 @@ def test_tiny_real_build_moved_entry_still_runs(tiny, tmp_path, capsys):
     args, _cache = tiny
     built = run(args, capsys)
     copy = tmp_path / "node" / "opt-llama"
-    shutil.copytree(built["bin_dir"], copy, symlinks=True)
+    shutil.unpack_archive(built["archive"], copy)  # as the role unpacks it on a node
     shutil.rmtree(built["entry_dir"])
     proc = subprocess.run([str(copy / "rpc-server")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
