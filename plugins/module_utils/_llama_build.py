@@ -1,6 +1,7 @@
-# -*- coding: utf-8 -*-  # noqa: UP009 - the project's header convention
+# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Pure helpers for building llama.cpp once and caching the result.
 
 Cache key, source-tree detection inside an archive listing, version and target parsing from the

@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Read-only client of the ggml RPC wire protocol spoken by llama.cpp's RPC worker (``ggml-rpc-server``).
 
 Standard library only: this file runs on managed hosts.  It never loads llama.cpp.

@@ -1,8 +1,8 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-  # noqa: UP009 - the project's header convention
+# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
-# ruff: noqa: E402 - an Ansible module puts DOCUMENTATION, EXAMPLES and RETURN before its imports
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ description:
   - The RPC server is called C(ggml-rpc-server) in current trees and C(rpc-server) in older ones;
     either name in O(targets) builds whichever the tree defines.
 author:
-  - llamarpc.cluster contributors
+  - llamarpc.cluster contributors (@llamarpc)
 requirements:
   - cmake (3.15 or later), a C and C++ compiler (gcc/g++ or clang), on the build host
   - ninja is used when present, make otherwise

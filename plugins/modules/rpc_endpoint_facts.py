@@ -1,7 +1,8 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-  # noqa: UP009 - the Ansible module header
+# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ description:
   - The client is pure Python (standard library only); it does not need llama.cpp on the host it runs on.
   - Endpoints are probed concurrently; an endpoint listed twice is probed once.
 author:
-  - llamarpc.cluster contributors
+  - llamarpc.cluster contributors (@llamarpc)
 options:
   endpoints:
     description:
@@ -275,11 +276,11 @@ msg:
   sample: "3 endpoints: 2 ready, 1 busy; 10.77.0.13:50052 busy: connected, but no HELLO reply within 3 s"
 """
 
-import concurrent.futures  # noqa: E402 - Ansible modules import after their documentation
+import concurrent.futures
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc  # noqa: E402
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
 
 FAILABLE_STATES = [state for state in rpc.STATES if state != rpc.STATE_READY]
 MAX_PARALLEL_PROBES = 16

@@ -1,5 +1,5 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """rpc_endpoint_facts against a real llama.cpp RPC worker on 127.0.0.1.
 
 Needs LLAMARPC_LLAMA_BIN_DIR: a directory with ``ggml-rpc-server`` (or ``rpc-server`` in older trees) and

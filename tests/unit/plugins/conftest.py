@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Scripted ggml RPC servers on loopback for the rpc_endpoint_facts tests.
 
 Every server binds 127.0.0.1 (or ::1) on an ephemeral port, runs in a daemon thread, serves one

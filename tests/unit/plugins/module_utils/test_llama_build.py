@@ -1,5 +1,5 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Pure helpers of llama_cpp_build: cache key, tree detection, version parsing, ELF tool output, manifests.
 
 The archives and trees here are small synthetic ones (a CMakeLists.txt, a ggml-rpc.h): they exercise

@@ -1,5 +1,5 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The ggml RPC client: codec, endpoint parsing, and the probe against scripted loopback servers."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """llama_cpp_build run in-process: checksum first, check mode, cache hits, safe extraction, failures.
 
 ``test_tiny_real_build_*`` run the whole pipeline (extract, CMake configure and build, staging, RUNPATH and

@@ -1,5 +1,5 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """rpc_endpoint_facts: main() against scripted loopback workers, the documentation, and a real playbook run."""
 
 from __future__ import annotations
