@@ -14,62 +14,23 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils import basic
 
 from ansible_collections.llamarpc.cluster.plugins.modules import rpc_endpoint_facts as module
-
-try:  # ansible-core 2.19 and later
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # pragma: no cover - older ansible-core
-    import contextlib
-    from unittest import mock
-
-    from ansible.module_utils.common.text.converters import to_bytes
-
-    @contextlib.contextmanager
-    def patch_module_args(args=None):
-        payload = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}))
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", payload):
-            yield
-
 
 REPO = Path(__file__).resolve().parents[4]
 ANSIBLE_BIN = Path(sys.executable).parent
 
 
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
-
-
-@pytest.fixture(autouse=True)
-def _capture_results(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=False)
-
-    def fail_json(self, msg, **kwargs):
-        kwargs["msg"] = msg
-        raise ModuleExit(kwargs, failed=True)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-
-
-def run(args, *, check_mode=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), pytest.raises(ModuleExit) as caught:
-        module.main()
-    return caught.value
+@pytest.fixture
+def run(run_module):
+    """Run rpc_endpoint_facts in-process (the shared run_module fixture of tests/unit/plugins/modules)."""
+    return lambda args, *, check_mode=False: run_module(module, args, check_mode=check_mode)
 
 
 FAST = {"timeout": 0.5, "connect_timeout": 1.0}
 
 
-def test_ready_and_refused_endpoints(rpc_server, closed_port):
+def test_ready_and_refused_endpoints(rpc_server, closed_port, run):
     server = rpc_server(major=7, devices=((1 << 30, 2 << 30, 64, 1 << 40),))
     outcome = run({"endpoints": [server.endpoint, f"127.0.0.1:{closed_port}"], **FAST})
     assert not outcome.failed
@@ -110,7 +71,7 @@ def test_ready_and_refused_endpoints(rpc_server, closed_port):
     assert f"127.0.0.1:{closed_port} refused: connection refused" in result["msg"]
 
 
-def test_check_mode_probes_the_same(rpc_server):
+def test_check_mode_probes_the_same(rpc_server, run):
     server = rpc_server()
     outcome = run({"endpoints": [server.endpoint], **FAST}, check_mode=True)
     assert not outcome.failed
@@ -119,7 +80,7 @@ def test_check_mode_probes_the_same(rpc_server):
     assert outcome.result["msg"] == "1 endpoint: 1 ready"
 
 
-def test_dict_endpoints_names_and_default_port(rpc_server):
+def test_dict_endpoints_names_and_default_port(rpc_server, run):
     first = rpc_server(minor=1)
     second = rpc_server(minor=2)
     outcome = run(
@@ -142,21 +103,21 @@ def test_dict_endpoints_names_and_default_port(rpc_server):
     assert second.connections == 1  # listed twice, probed once: a second probe would find it busy
 
 
-def test_comma_separated_string_like_llama_server_rpc_option(rpc_server):
+def test_comma_separated_string_like_llama_server_rpc_option(rpc_server, run):
     first = rpc_server()
     second = rpc_server()
     outcome = run({"endpoints": f"{first.endpoint},{second.endpoint}", **FAST})
     assert [item["state"] for item in outcome.result["ansible_facts"]["rpc_endpoints"]] == ["ready", "ready"]
 
 
-def test_ipv6_endpoint(rpc_server):
+def test_ipv6_endpoint(rpc_server, run):
     server = rpc_server(family=socket.AF_INET6)
     outcome = run({"endpoints": [f"[::1]:{server.port}", {"host": "[::1]", "port": server.port}], **FAST})
     facts = outcome.result["ansible_facts"]["rpc_endpoints"]
     assert [(item["endpoint"], item["state"]) for item in facts] == [(f"[::1]:{server.port}", "ready")] * 2
 
 
-def test_busy_worker_passes_unless_listed_in_fail_on(rpc_server):
+def test_busy_worker_passes_unless_listed_in_fail_on(rpc_server, run):
     busy = rpc_server(accept=False)
     outcome = run({"endpoints": [busy.endpoint], "timeout": 0.3, "connect_timeout": 1})
     assert not outcome.failed
@@ -165,7 +126,7 @@ def test_busy_worker_passes_unless_listed_in_fail_on(rpc_server):
     assert not outcome.failed
 
 
-def test_fail_on_fails_with_facts(rpc_server, closed_port):
+def test_fail_on_fails_with_facts(rpc_server, closed_port, run):
     server = rpc_server()
     outcome = run(
         {
@@ -181,7 +142,7 @@ def test_fail_on_fails_with_facts(rpc_server, closed_port):
     assert outcome.result["summary"]["refused"] == 1
 
 
-def test_empty_list_probes_nothing():
+def test_empty_list_probes_nothing(run):
     outcome = run({"endpoints": []})
     assert not outcome.failed
     assert outcome.result["ansible_facts"]["rpc_endpoints"] == []
@@ -200,7 +161,7 @@ def test_empty_list_probes_nothing():
         ([5], "expected a 'host:port' string"),
     ],
 )
-def test_invalid_endpoints_fail_with_a_message(endpoints, message):
+def test_invalid_endpoints_fail_with_a_message(endpoints, message, run):
     outcome = run({"endpoints": endpoints})
     assert outcome.failed
     assert message in outcome.result["msg"]
@@ -215,7 +176,7 @@ def test_invalid_endpoints_fail_with_a_message(endpoints, message):
         ({"fail_on": ["ready"]}, "value of fail_on must be one or more of"),
     ],
 )
-def test_invalid_options_fail(args, message):
+def test_invalid_options_fail(args, message, run):
     outcome = run({"endpoints": ["127.0.0.1:1"], **args})
     assert outcome.failed
     assert message in outcome.result["msg"]
