@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
-SCENARIOS ?= default
+SCENARIOS ?= default worker
 
 .PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
 
@@ -14,7 +14,8 @@ demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
 	$(PLAYBOOK) playbooks/demo.yml
 
-test: setup lint unit integration molecule
+# Molecule before integration: the worker scenario builds llama.cpp (once, cached) and the integration tests use it.
+test: setup lint unit molecule integration
 
 setup:
 	@tools/setup.sh
@@ -39,7 +40,7 @@ unit:
 
 # Tests against real processes on this machine (root; loopback and the lab's own namespaces only).
 integration:
-	$(BIN)/pytest tests/integration
+	LLAMARPC_REQUIRE_LLAMA=1 $(BIN)/pytest tests/integration
 
 molecule:
 	@for s in $(SCENARIOS); do \

@@ -1,0 +1,78 @@
+"""lsyncd_neutralize refuses bad input with a clear error before it scans or changes anything.
+
+The role runs for real (ansible-playbook, this machine as the managed host). Its checks - argument_specs and
+preflight.yml - only read, and every case must stop there: the test asserts that no task after the preflight
+ran (not even the read-only scan) and that nothing changed. Check mode is a second safety net: even a
+regression that let bad input through could not change this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+PLAY = """\
+- name: Apply lsyncd_neutralize to this machine
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  roles:
+    - role: llamarpc.cluster.lsyncd_neutralize
+"""
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"lsyncd_neutralize_mode": "purge"},
+            "value of lsyncd_neutralize_mode must be one of: disable, exclude, audit, got: purge",
+        ),
+        (
+            {"lsyncd_neutralize_model_dirs": ["data/models"]},
+            "lsyncd_neutralize_model_dirs must be a non-empty list of absolute paths other than /",
+        ),
+        ({"lsyncd_neutralize_model_dirs": ["/data/models", "/"]}, "absolute paths other than /"),
+        ({"lsyncd_neutralize_model_dirs": []}, "must be a non-empty list"),
+        (
+            {"lsyncd_neutralize_users": ["root", "no-such-user-llamarpc"]},
+            "lsyncd_neutralize_users names users that do not exist on localhost: no-such-user-llamarpc",
+        ),
+        ({"lsyncd_neutralize_fail_on_hazard": "sometimes"}, "lsyncd_neutralize_fail_on_hazard"),
+    ],
+)
+def test_bad_input_stops_before_the_scan(tmp_path, variables, message):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY, encoding="utf-8")
+    result = subprocess.run(
+        [str(PLAYBOOK), "-i", "localhost,", str(playbook), "--check", "-e", json.dumps(variables)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={
+            **os.environ,
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        },
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert message in output, output
+    tasks = re.findall(r"^TASK \[([^\]]+)\]", output, re.MULTILINE)
+    assert tasks, output
+    assert not any("Find lsyncd" in task or "Stop" in task or "Write" in task for task in tasks), tasks
+    recap = re.search(r"^localhost\s+:.*changed=(\d+).*failed=(\d+)", output, re.MULTILINE)
+    assert recap and recap.group(1) == "0" and recap.group(2) == "1", output
