@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Deterministic tiny llama-architecture GGUF models, optionally split like ``llama-gguf-split``.
 
 Tests and the demo use these models instead of downloading real ones. A generated model is a real,

@@ -143,7 +143,7 @@ def test_held_worker_is_busy_and_survives_the_probes(worker):
     try:
         assert hello.major == 7
         # listen(fd, 1) queues two connections: two probes fit in the backlog and say busy
-        for _ in range(2):
+        for _attempt in range(2):
             started = time.monotonic()
             result = rpc.probe(LOOPBACK, worker.port, timeout=1, connect_timeout=1)
             assert result.state == "busy", result.error
@@ -169,7 +169,7 @@ def test_third_probe_of_a_held_worker_times_out_at_connect(worker):
     """listen(fd, 1): the two dead connections of earlier probes fill the backlog until the worker is free."""
     holder, _hello = _holder(worker.port)
     try:
-        states = [rpc.probe(LOOPBACK, worker.port, timeout=0.5, connect_timeout=0.5).state for _ in range(3)]
+        states = [rpc.probe(LOOPBACK, worker.port, timeout=0.5, connect_timeout=0.5).state for _attempt in range(3)]
     finally:
         rpc.set_abortive_close(holder)
         holder.close()

@@ -524,7 +524,7 @@ def test_busy_probe_cannot_make_the_worker_write_into_a_broken_pipe(rpc_server):
 def test_repeated_probes_of_a_held_worker_fill_its_backlog(rpc_server):
     """listen(fd, 1) queues two connections: two busy probes, then the connect itself times out."""
     server = rpc_server(accept=False)
-    states = [rpc.probe(server.host, server.port, timeout=0.2, connect_timeout=0.3).state for _ in range(3)]
+    states = [rpc.probe(server.host, server.port, timeout=0.2, connect_timeout=0.3).state for _attempt in range(3)]
     assert states == ["busy", "busy", "timeout"]
 
 
@@ -540,7 +540,7 @@ def test_probe_full_backlog_times_out_connect(rpc_server):
     """listen(0) with its queue full: Linux drops the SYN, so the TCP connect itself times out."""
     server = rpc_server(accept=False, backlog=0)
     fillers = []
-    for _ in range(4):
+    for _attempt in range(4):
         filler = socket.socket()
         filler.setblocking(False)
         filler.connect_ex((server.host, server.port))
