@@ -532,7 +532,7 @@ class _Reader:
                 pos += 2
             elif token.is_op("["):
                 close = self.skip_balanced(pos)
-                key_value, _ = self.expression(pos + 1, depth + 1)
+                key_value, _key_end = self.expression(pos + 1, depth + 1)
                 if self.tok(close).is_op("="):
                     key = key_value.value if key_value.kind in {"string", "number"} else "[" + key_value.text + "]"
                     pos = close + 1
@@ -746,7 +746,7 @@ def split_target(target):
         return {"kind": "unknown", "host": None, "path": None}
     if target.startswith("rsync://"):
         rest = target[len("rsync://") :]
-        host, _, module = rest.partition("/")
+        host, _slash, module = rest.partition("/")
         return {"kind": "rsyncd", "host": host.rpartition("@")[2], "path": None, "module": module}
     match = re.match(r"^(?:[^/@:]+@)?([^/:\[]+|\[[^\]]+\])::(.*)$", target)
     if match:

@@ -141,6 +141,11 @@ ansible_facts:
       returned: always
       type: complex
       contains:
+        root:
+          description: Whether the scan ran as root (without root it sees only the current user's part).
+          returned: always
+          type: bool
+          sample: true
         model_dirs:
           description: The model directories, normalised.
           returned: always
@@ -183,8 +188,10 @@ ansible_facts:
               directory), with what acting on them needs.
             - C(mask_path) is where C(systemctl mask) puts its link; C(relocate_from)/C(relocate_to) are set
               when the unit file sits at that very path. C(wants_links) are the enablement links of a user
-              unit whose manager is not running. C(configs) are the lsyncd configs the unit uses.
-              C(run_in_exclude_mode) is true for an lsyncd unit that was running, enabled or masked.
+              unit whose manager is not running. C(configs) are the lsyncd configs the unit uses; C(pids) its
+              processes.
+            - C(run_in_exclude_mode) is true for an lsyncd unit that was running, enabled or masked (the exclude
+              mode starts it), C(enable_in_exclude_mode) for one that was enabled or masked.
           returned: always
           type: list
           elements: dict
@@ -209,7 +216,10 @@ ansible_facts:
               configs: [/data/home/pool/.lsyncd.conf.lua]
               overlaps_model_dir: true
               neutralised: false
+              pids: [574]
+              n_restarts: 1
               run_in_exclude_mode: true
+              enable_in_exclude_mode: true
         processes:
           description: Deleting syncer processes that no service unit manages (started by hand, cron, a session).
           returned: always
@@ -218,7 +228,10 @@ ansible_facts:
           sample:
             - {tool: lsyncd, pid: 4242, user: pool, argv: [lsyncd, /home/pool/sync.lua], cgroup_unit: cron.service}
         cron_lines:
-          description: Crontab lines that run lsyncd or a deleting syncer; C(disabled) when the role commented them out.
+          description:
+            - Crontab lines that run lsyncd, or another deleting syncer that reaches a model directory.
+            - C(disabled) when the line is already commented out by the role; C(disabled_line) is the line as the
+              role writes it to disable it.
           returned: always
           type: list
           elements: dict
@@ -227,6 +240,7 @@ ansible_facts:
               file: /var/spool/cron/crontabs/pool
               line_no: 2
               line: "*/5 * * * * rsync -a --delete /srv/m/ /data/models/"
+              disabled_line: "# disabled by llamarpc.cluster.lsyncd_neutralize: */5 * * * * rsync -a --delete ..."
               user: pool
               disabled: false
               overlaps_model_dir: true

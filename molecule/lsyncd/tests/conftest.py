@@ -1,0 +1,139 @@
+"""Helpers of the lsyncd scenario's tests: lab hosts by name, pool's user manager, the scanner, playbooks.
+
+Traffic goes only to this scenario's own lab hosts (the inventory molecule's create step wrote).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import testinfra
+
+INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
+EPHEMERAL = Path(INVENTORY).parent
+SCENARIO = Path(__file__).resolve().parents[1]
+REPO = SCENARIO.parents[1]
+BIN = Path(sys.executable).parent
+
+WORK = "/data/home/pool/work"
+MODELS = f"{WORK}/models"
+MASTER = "node1"
+WORKERS = ["node2", "node3"]
+LSYNCD_CONFIG = "/data/home/pool/.lsyncd.conf.lua"
+
+
+def lab(name):
+    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def ansible_env(**extra):
+    env = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+    }
+    env.update(extra)
+    return env
+
+
+def playbook(name, *args, timeout=600):
+    """Run a playbook of this scenario against the lab: (returncode, output, {host: changed count})."""
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", INVENTORY, str(SCENARIO / name), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=ansible_env(),
+    )
+    output = result.stdout + result.stderr
+    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", output, re.M)}
+    return result.returncode, output, changed
+
+
+def scan(name, model_dirs=(MODELS,)):
+    """sync_hazards facts of one host, from the collection's own module (read-only)."""
+    args = json.dumps({"model_dirs": list(model_dirs)})
+    result = subprocess.run(
+        [str(BIN / "ansible"), name, "-i", INVENTORY, "-o", "-m", "llamarpc.cluster.sync_hazard_facts", "-a", args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=ansible_env(),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith(f"{name} | SUCCESS => "))
+    return json.loads(line.split(" => ", 1)[1])["ansible_facts"]["sync_hazards"]
+
+
+def hazard(facts, hazard_id):
+    found = [h for h in facts["hazards"] if h["id"] == hazard_id]
+    assert found, f"{hazard_id} not in {[h['id'] for h in facts['hazards']]}"
+    return found[0]
+
+
+def pool_uid(host):
+    return int(host.check_output("id -u pool"))
+
+
+def pool_systemctl(host, *args):
+    """``systemctl --user`` in pool's own user manager (as pool, with its XDG_RUNTIME_DIR)."""
+    uid = pool_uid(host)
+    return host.run(f"runuser -u pool -- env XDG_RUNTIME_DIR=/run/user/{uid} systemctl --user " + " ".join(args))
+
+
+def unit_state(host, unit="lsyncd.service"):
+    out = pool_systemctl(host, "show", "-p", "ActiveState,SubState,UnitFileState,LoadState,MainPID", unit).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def put_file(host, path, size_kib=0, text=None):
+    """Create a file owned by pool (random bytes or text) and return its sha256."""
+    if text is not None:
+        host.run(f"printf '%s\\n' {text!r} > {path}")
+    else:
+        host.run(f"head -c {size_kib * 1024} /dev/urandom > {path}")
+    host.run(f"chown pool:pool {path}")
+    return sha256(host, path)
+
+
+def sha256(host, path):
+    result = host.run(f"sha256sum {path}")
+    return result.stdout.split()[0] if result.rc == 0 else None
+
+
+def wait_for(predicate, timeout, interval=1.0):
+    """Poll ``predicate`` until it is true or ``timeout`` seconds passed; returns the last value."""
+    deadline = time.monotonic() + timeout
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = predicate()
+    return value
+
+
+def restart_lsyncd_by_kill(host):
+    """Kill pool's lsyncd with SIGKILL and wait until systemd (Restart=always) has started a new one."""
+    before = unit_state(host)["MainPID"]
+    assert before != "0", "lsyncd is not running"
+    host.run(f"kill -KILL {before}")
+    after = wait_for(
+        lambda: (s := unit_state(host))["MainPID"] not in {"0", before} and s["ActiveState"] == "active" and s,
+        timeout=30,
+    )
+    assert after, f"systemd did not restart lsyncd: {unit_state(host)}"
+    return before, after["MainPID"]
