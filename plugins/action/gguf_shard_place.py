@@ -1,0 +1,406 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Controller side of gguf_shard_place: resolve the shards, gather every host's free space, plan, fetch.
+
+Every host of the batch runs this in its own worker process. They meet in a directory under Ansible's
+per-run local temp directory (removed when ansible-playbook exits): the first one resolves the source
+(one hub query for all), each writes its host's report there, and once all reports are in each computes the
+same plan and runs the module on its own host to fetch its shards.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import time
+import urllib.parse
+import urllib.request
+
+from ansible import constants as C
+from ansible import context
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.formatters import human_to_bytes
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_plan as shard_plan
+from ansible_collections.llamarpc.cluster.plugins.modules.gguf_shard_place import TASK_OPTIONS
+
+MODULE = "llamarpc.cluster.gguf_shard_place"
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = True
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        validation, args = self.validate_argument_spec(argument_spec=TASK_OPTIONS)
+        host = task_vars["inventory_hostname"]
+        batch = list(task_vars.get("ansible_play_batch") or [host])
+        meet = os.path.join(C.DEFAULT_LOCAL_TMP, f"gguf_shard_place-{self._task._uuid}")
+        os.makedirs(meet, exist_ok=True)
+        try:
+            request = self._check(args, batch)
+            shards, source_info = self._shared_source(meet, args)
+            report = self._stat(args, shards, task_vars)
+        except AnsibleActionFail as exc:
+            self._write(meet, f"host-{host}.json", {"error": str(exc)})
+            raise
+        except Exception as exc:
+            self._write(meet, f"host-{host}.json", {"error": f"{type(exc).__name__}: {exc}"})
+            raise
+        self._write(meet, f"host-{host}.json", {"report": report})
+        reports = self._wait(meet, batch, args["plan_timeout"])
+
+        coordinator = request["coordinator"]
+        hosts_input = {
+            name: {
+                "free": rep["free"],
+                "partial_bytes": rep["partial_bytes"],
+                "complete": rep["complete"],
+            }
+            for name, rep in reports.items()
+        }
+        try:
+            planned = shard_plan.plan(shards, hosts_input, coordinator, request["reserve"])
+        except shard_plan.PlanError as exc:
+            raise AnsibleActionFail(f"nothing was downloaded: {exc}") from None
+
+        placement = planned["placement"]
+        mine = [shard for shard in placement if shard["host"] == host]
+        elsewhere = [shard["name"] for shard in placement if shard["host"] != host]
+        links = {}
+        if host == coordinator and args["link"]:
+            for shard in placement:
+                if shard["host"] != host:
+                    links[shard["name"]] = os.path.join(request["mounts"][shard["host"]], shard["name"])
+        module_shards = [
+            {key: shard[key] for key in ("name", "size", "sha256", "etag", "url", "src_controller") if key in shard}
+            for shard in mine
+        ]
+        module_args = {
+            "model_dir": args["model_dir"],
+            "verify": args["verify"],
+            "timeout": args["timeout"],
+            "retries": args["retries"],
+            "validate_certs": args["validate_certs"],
+            "_phase": "apply",
+            "_links": links,
+            "_drop": [name for name in elsewhere if "partial" in report["files"].get(name, {})],
+            "_headers": source_info.get("headers", {}),
+        }
+        module_args["_shards"] = self._with_sources(module_shards, report, task_vars)
+        applied = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        if applied.get("need_source"):
+            need = set(applied["need_source"])
+            module_args["_shards"] = self._with_sources(
+                [shard for shard in module_shards if shard["name"] in need], report, task_vars, force=True
+            )
+            again = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+            for key in ("fetched", "actions", "refetched"):
+                applied[key] = applied.get(key, []) + again.get(key, [])
+            applied["changed"] = applied.get("changed") or again.get("changed")
+            if again.get("failed"):
+                applied.update(failed=True, msg=again.get("msg"))
+        self._remove_tmp_path(self._connection._shell.tmpdir)
+
+        result.update(applied)
+        result.pop("invocation", None)
+        result.update(
+            plan=[{key: shard[key] for key in ("name", "size", "sha256", "host")} for shard in placement],
+            hosts=planned["hosts"],
+            assigned=[shard["name"] for shard in mine],
+            links=links,
+            redundant=sorted(name for name in report["complete"] if name in elsewhere),
+            model_path=os.path.join(args["model_dir"], placement[0]["name"]),
+        )
+        result.setdefault("fetched", [])
+        result.setdefault("verified", [])
+        result.setdefault("refetched", [])
+        result.setdefault("actions", [])
+        if "revision" in source_info:
+            result["revision"] = source_info["revision"]
+        if self._task.diff:
+            result["diff"] = {
+                "before_header": "shard placement (now)",
+                "after_header": "shard placement (plan)",
+                "before": _describe_now(shards, reports, coordinator),
+                "after": "".join(f"{shard['name']}: {shard['host']}\n" for shard in placement),
+            }
+        return result
+
+    # -- validation ---------------------------------------------------------------------------------------
+
+    def _check(self, args, batch):
+        if not os.path.isabs(args["model_dir"]):
+            raise AnsibleActionFail(f"model_dir must be an absolute path, got {args['model_dir']!r}")
+        sources = [key for key in ("hf_repo", "urls", "files") if args.get(key)]
+        if len(sources) != 1:
+            raise AnsibleActionFail(f"give exactly one source of hf_repo, urls and files (got {sources or 'none'})")
+        if args.get("hf_repo") and not args.get("hf_pattern"):
+            raise AnsibleActionFail("hf_pattern is required with hf_repo (for example '*q4_k_m*.gguf')")
+        coordinator = args.get("coordinator") or batch[0]
+        if coordinator not in batch:
+            raise AnsibleActionFail(
+                f"unknown coordinator {coordinator!r}: it must be one of the hosts running this task "
+                f"({', '.join(batch)})"
+            )
+        forks = (context.CLIARGS or {}).get("forks") or C.DEFAULT_FORKS
+        if len(batch) > int(forks):
+            raise AnsibleActionFail(
+                f"{len(batch)} hosts plan together but forks is {forks}: raise forks to at least {len(batch)}"
+            )
+        mounts = {}
+        for name, path in (args.get("mount_paths") or {}).items():
+            if name not in batch:
+                raise AnsibleActionFail(f"mount_paths names unknown host {name!r} (hosts: {', '.join(batch)})")
+            if not isinstance(path, str) or not os.path.isabs(path):
+                raise AnsibleActionFail(f"mount_paths[{name}] must be an absolute path, got {path!r}")
+        if not os.path.isabs(args["mount_root"]):
+            raise AnsibleActionFail(f"mount_root must be an absolute path, got {args['mount_root']!r}")
+        for name in batch:
+            mounts[name] = (args.get("mount_paths") or {}).get(name) or os.path.join(args["mount_root"], name)
+        try:
+            reserve = human_to_bytes(args["reserve"]) if str(args["reserve"]).strip() else 0
+        except ValueError as exc:
+            raise AnsibleActionFail(f"reserve: {exc}") from None
+        return {"coordinator": coordinator, "mounts": mounts, "reserve": reserve}
+
+    # -- the source, resolved once for all hosts ---------------------------------------------------------
+
+    def _shared_source(self, meet, args):
+        path = os.path.join(meet, "source.json")
+        with open(os.path.join(meet, "source.lock"), "w", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(path):
+                try:
+                    data = {"ok": self._resolve(args)}
+                except AnsibleActionFail as exc:
+                    data = {"error": str(exc)}
+                self._write(meet, "source.json", data)
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        if "error" in data:
+            raise AnsibleActionFail(data["error"])
+        shards, info = data["ok"]
+        return shards, info
+
+    def _resolve(self, args):
+        if args.get("hf_repo"):
+            return resolve_hf(args)
+        if args.get("urls"):
+            return resolve_urls(args["urls"], args["timeout"]), {}
+        files = []
+        for entry in args["files"]:
+            try:
+                found = self._find_needle("files", entry)
+            except Exception as exc:  # noqa: BLE001 - Ansible raises several kinds for a missing file
+                raise AnsibleActionFail(f"controller file {entry!r} not found: {exc}") from None
+            files.append(found)
+        return resolve_files(files), {}
+
+    def _stat(self, args, shards, task_vars):
+        reply = self._execute_module(
+            module_name=MODULE,
+            module_args={"model_dir": args["model_dir"], "_phase": "stat", "_names": [s["name"] for s in shards]},
+            task_vars=task_vars,
+        )
+        if reply.get("failed") or reply.get("unreachable") or "report" not in reply:
+            raise AnsibleActionFail(f"could not inspect the model directory: {reply.get('msg', reply)}")
+        return reply["report"]
+
+    def _with_sources(self, shards, report, task_vars, force=False):
+        """Copy controller files to the host (remote tmp) for the shards it does not hold at the right size."""
+        out = []
+        for given in shards:
+            shard = dict(given)
+            src = shard.pop("src_controller", None)
+            if src is not None:
+                present = report["complete"].get(shard["name"]) == shard["size"]
+                if force or not present:
+                    if self._connection._shell.tmpdir is None:
+                        self._make_tmp_path()
+                    remote = self._connection._shell.join_path(self._connection._shell.tmpdir, shard["name"])
+                    self._transfer_file(src, remote)
+                    self._fixup_perms2((self._connection._shell.tmpdir, remote))
+                    shard["src"] = remote
+            out.append(shard)
+        return out
+
+    # -- meeting the other hosts --------------------------------------------------------------------------
+
+    @staticmethod
+    def _write(meet, name, data):
+        tmp = os.path.join(meet, f".{name}.{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.replace(tmp, os.path.join(meet, name))
+
+    @staticmethod
+    def _wait(meet, batch, timeout):
+        deadline = time.monotonic() + timeout
+        reports = {}
+        while True:
+            errors = []
+            for name in batch:
+                if name in reports:
+                    continue
+                try:
+                    with open(os.path.join(meet, f"host-{name}.json"), encoding="utf-8") as handle:
+                        data = json.load(handle)
+                except (OSError, ValueError):
+                    continue
+                if "error" in data:
+                    errors.append(f"{name}: {data['error']}")
+                else:
+                    reports[name] = data["report"]
+            if errors:
+                raise AnsibleActionFail("planning needs every host; " + "; ".join(errors))
+            if len(reports) == len(batch):
+                return reports
+            if time.monotonic() > deadline:
+                missing = sorted(set(batch) - set(reports))
+                raise AnsibleActionFail(
+                    f"no report from {', '.join(missing)} within {timeout} s (all hosts must run the task together: "
+                    "linear strategy, forks >= hosts)"
+                )
+            time.sleep(0.2)
+
+
+def _describe_now(shards, reports, coordinator):
+    lines = []
+    for shard in shards:
+        where = [name for name in sorted(reports) if reports[name]["complete"].get(shard["name"]) is not None]
+        state = reports.get(coordinator, {}).get("files", {}).get(shard["name"], {})
+        if state.get("state") == "link":
+            where.append(f"link on {coordinator} -> {state['target']}")
+        lines.append(f"{shard['name']}: {', '.join(where) if where else 'absent'}\n")
+    return "".join(lines)
+
+
+def resolve_hf(args):
+    """Shards, URLs, sizes and sha256 of an HF repo matching the pattern; pinned to the resolved commit."""
+    try:
+        from huggingface_hub import HfApi, get_hf_file_metadata, get_token, hf_hub_url  # noqa: PLC0415
+        from huggingface_hub.errors import HfHubHTTPError  # noqa: PLC0415
+        from huggingface_hub.hf_api import RepoFile  # noqa: PLC0415
+    except ImportError:
+        raise AnsibleActionFail(
+            "hf_repo needs the huggingface_hub Python package on the controller (pip install huggingface_hub)"
+        ) from None
+    endpoint = (args.get("hf_endpoint") or os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
+    token = args.get("hf_token") or get_token()
+    repo, revision, pattern = args["hf_repo"], args["hf_revision"], args["hf_pattern"]
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        entries = list(api.list_repo_tree(repo, revision=revision, recursive=True))
+    except HfHubHTTPError as exc:
+        raise AnsibleActionFail(f"cannot list {repo}@{revision}: {_first_line(exc)}") from None
+    except OSError as exc:
+        raise AnsibleActionFail(f"cannot reach the hub for {repo}@{revision}: {exc}") from None
+    matched = sorted(
+        (
+            entry
+            for entry in entries
+            if isinstance(entry, RepoFile) and fnmatch.fnmatchcase(entry.path.lower(), pattern.lower())
+        ),
+        key=lambda entry: entry.path,
+    )
+    if not matched:
+        raise AnsibleActionFail(f"pattern {pattern!r} matches no file in {repo}@{revision}")
+    shards = []
+    commit = None
+    for entry in matched:
+        if entry.lfs is None or not getattr(entry.lfs, "sha256", None):
+            raise AnsibleActionFail(f"{entry.path} in {repo} has no sha256 in the hub's metadata (not an LFS file)")
+        url = hf_hub_url(repo, entry.path, revision=commit or revision, endpoint=endpoint)
+        try:
+            meta = get_hf_file_metadata(url, token=token)
+        except HfHubHTTPError as exc:
+            raise AnsibleActionFail(f"cannot resolve {entry.path}: {_first_line(exc)}") from None
+        if commit is None and meta.commit_hash:
+            commit = meta.commit_hash
+            url = hf_hub_url(repo, entry.path, revision=commit, endpoint=endpoint)
+        if meta.size is not None and int(meta.size) != int(entry.size):
+            raise AnsibleActionFail(f"{entry.path}: the hub reports {meta.size} and {entry.size} bytes")
+        shards.append(
+            {
+                "name": os.path.basename(entry.path),
+                "size": int(entry.size),
+                "sha256": entry.lfs.sha256.lower(),
+                "etag": meta.etag,
+                "url": url,
+            }
+        )
+    _check_names(shards)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return shards, {"headers": headers, "revision": commit or revision}
+
+
+def _first_line(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def resolve_urls(entries, timeout):
+    shards = []
+    for entry in entries:
+        url = entry["url"]
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in {"http", "https"}:
+            raise AnsibleActionFail(f"only http(s) URLs are supported, got {url!r}")
+        sha = str(entry["sha256"]).lower()
+        if not SHA256_RE.match(sha):
+            raise AnsibleActionFail(f"sha256 of {url} must be 64 hex digits, got {entry['sha256']!r}")
+        name = entry.get("name") or os.path.basename(urllib.parse.unquote(parsed.path))
+        size = entry.get("size")
+        etag = None
+        if size is None:
+            request = urllib.request.Request(url, method="HEAD")  # noqa: S310 - scheme checked above
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+                    size = int(response.headers["Content-Length"])
+                    etag = response.headers.get("ETag")
+            except (OSError, TypeError, ValueError) as exc:
+                raise AnsibleActionFail(f"cannot get the size of {url} (give size): {exc}") from None
+        shards.append({"name": name, "size": int(size), "sha256": sha, "etag": etag, "url": url})
+    _check_names(shards)
+    return shards
+
+
+def resolve_files(paths):
+    shards = []
+    for path in paths:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                digest.update(block)
+        shards.append(
+            {
+                "name": os.path.basename(path),
+                "size": os.path.getsize(path),
+                "sha256": digest.hexdigest(),
+                "etag": None,
+                "src_controller": path,
+            }
+        )
+    _check_names(shards)
+    return shards
+
+
+def _check_names(shards):
+    for shard in shards:
+        name = shard["name"]
+        if not name or name.startswith(".") or "/" in name:
+            raise AnsibleActionFail(f"not a usable shard file name: {name!r}")
+    shards.sort(key=lambda shard: shard["name"])
+    try:
+        shard_plan.check_split_names([shard["name"] for shard in shards])
+    except shard_plan.PlanError as exc:
+        raise AnsibleActionFail(str(exc)) from None

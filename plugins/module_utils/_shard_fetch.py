@@ -1,0 +1,377 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Host side of gguf_shard_place: inspect a model directory, fetch shards resumably, verify, link.
+
+Standard library only (managed hosts run Debian's python3 without huggingface_hub).
+
+On-disk contract in a model directory:
+
+- ``NAME``: a complete, verified shard, mode 0444 (or on the coordinator a symlink to another host's copy
+  through a mount).
+- ``NAME.partial``: the bytes received so far, always a prefix of the file; ``NAME.partial.json`` (the
+  sidecar) records what they are a prefix of: ``{"size", "sha256", "etag"}``. A download resumes from the
+  partial's length with ``Range: bytes=N-`` only when the sidecar matches the expected file.
+- ``.llamarpc-shards.json`` (the manifest): ``{NAME: {"size", "mtime_ns", "sha256"}}`` for every shard this
+  code verified; a shard whose size and mtime still match is not hashed again (unless asked).
+- ``.llamarpc-progress.json``: progress of the running download, rewritten about once a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+MANIFEST = ".llamarpc-shards.json"
+PROGRESS = ".llamarpc-progress.json"
+PARTIAL = ".partial"
+SIDECAR = ".partial.json"
+CHUNK = 1 << 20
+PROGRESS_EVERY = 1.0
+READ_ONLY = 0o444
+
+
+class FetchError(Exception):
+    """A shard could not be fetched or verified; the message is meant for the user."""
+
+
+# -- inspection -------------------------------------------------------------------------------------------
+
+
+def existing_ancestor(path):
+    """``path`` or its nearest existing parent (free space of a directory still to be created)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def free_bytes(path):
+    """Bytes an unprivileged writer may still use on the filesystem holding ``path`` (statvfs f_bavail)."""
+    stats = os.statvfs(existing_ancestor(path))
+    return stats.f_bavail * stats.f_frsize
+
+
+def inspect(model_dir, names):
+    """What the model directory holds for ``names``: free bytes, partial bytes, complete files, per-name state."""
+    files = {}
+    partial_bytes = 0
+    complete = {}
+    for name in names:
+        path = os.path.join(model_dir, name)
+        entry = {"state": "absent"}
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(path)
+            if os.path.islink(path):
+                entry = {"state": "link", "target": os.readlink(path)}
+            elif os.path.isfile(path):
+                entry = {"state": "file", "size": info.st_size}
+                complete[name] = info.st_size
+            else:
+                entry = {"state": "other"}
+        with contextlib.suppress(FileNotFoundError):
+            partial = os.stat(path + PARTIAL).st_size
+            entry["partial"] = partial
+            partial_bytes += partial
+        files[name] = entry
+    return {
+        "free": free_bytes(model_dir),
+        "partial_bytes": partial_bytes,
+        "complete": complete,
+        "files": files,
+        "exists": os.path.isdir(model_dir),
+    }
+
+
+# -- manifest ----------------------------------------------------------------------------------------------
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json(path, data):
+    """Write JSON atomically (temp file in the same directory, fsync, rename)."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def sha256_file(path, progress=None):
+    digest = hashlib.sha256()
+    done = 0
+    with open(path, "rb") as handle:
+        while True:
+            block = handle.read(CHUNK)
+            if not block:
+                break
+            digest.update(block)
+            done += len(block)
+            if progress:
+                progress(done)
+    return digest.hexdigest()
+
+
+def verify_file(model_dir, shard, manifest, full=False):
+    """Check ``model_dir/NAME`` against the expected size and sha256.
+
+    Returns ``(ok, hashed, record)``: ``hashed`` says whether the file was read (the manifest said nothing
+    usable, size/mtime changed, or ``full``); ``record`` is the manifest entry that describes the file now.
+    """
+    path = os.path.join(model_dir, shard["name"])
+    info = os.stat(path)
+    if info.st_size != int(shard["size"]):
+        return False, False, None
+    known = manifest.get(shard["name"])
+    if (
+        not full
+        and isinstance(known, dict)
+        and known.get("size") == info.st_size
+        and known.get("mtime_ns") == info.st_mtime_ns
+        and known.get("sha256") == shard["sha256"]
+    ):
+        return True, False, known
+    digest = sha256_file(path)
+    record = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+    return digest == shard["sha256"], True, record
+
+
+# -- fetching ----------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """Rewrites the progress file about once a second while bytes arrive."""
+
+    def __init__(self, path, name, total, start):
+        self.path = path
+        self.name = name
+        self.total = total
+        self.start_bytes = start
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def update(self, done, force=False):
+        now = time.monotonic()
+        if not self.path or (not force and now - self.last < PROGRESS_EVERY):
+            return
+        self.last = now
+        elapsed = max(now - self.started, 1e-6)
+        rate = (done - self.start_bytes) / elapsed
+        remaining = (self.total - done) / rate if rate > 0 else None
+        with contextlib.suppress(OSError):
+            write_json(
+                self.path,
+                {
+                    "file": self.name,
+                    "done": done,
+                    "total": self.total,
+                    "percent": round(100.0 * done / self.total, 1) if self.total else 100.0,
+                    "resumed_from": self.start_bytes,
+                    "bytes_per_second": int(rate),
+                    "eta_seconds": int(remaining) if remaining is not None else None,
+                    "pid": os.getpid(),
+                    "updated": int(time.time()),
+                },
+            )
+
+
+def sidecar_matches(sidecar, shard):
+    return (
+        isinstance(sidecar, dict)
+        and sidecar.get("size") == int(shard["size"])
+        and sidecar.get("sha256") == shard["sha256"]
+        and sidecar.get("etag") == shard.get("etag")
+    )
+
+
+def _prepare_partial(partial, sidecar_path, shard):
+    """Bytes of a usable partial file (0 after starting afresh); writes the sidecar."""
+    sidecar = read_json(sidecar_path)
+    have = 0
+    if os.path.isfile(partial) and sidecar_matches(sidecar, shard):
+        have = os.path.getsize(partial)
+        if have > int(shard["size"]):
+            have = 0
+    if have == 0:
+        with open(partial, "wb"):
+            pass
+        write_json(sidecar_path, {"size": int(shard["size"]), "sha256": shard["sha256"], "etag": shard.get("etag")})
+    return have
+
+
+def _open(url, headers, start, timeout, validate_certs):
+    request = urllib.request.Request(url, method="GET")  # noqa: S310 - http(s) only, checked by the caller
+    for key, value in (headers or {}).items():
+        if key.lower() == "authorization":
+            # Not forwarded by urllib on redirects (a hub answers with a CDN location that must not see it).
+            request.add_unredirected_header(key, value)
+        else:
+            request.add_header(key, value)
+    request.add_header("Accept-Encoding", "identity")
+    if start:
+        request.add_header("Range", f"bytes={start}-")
+    context = None
+    if not validate_certs and url.startswith("https:"):
+        import ssl  # noqa: PLC0415 - only when asked
+
+        context = ssl._create_unverified_context()  # noqa: S323 - the user turned verification off
+    return urllib.request.urlopen(request, timeout=timeout, context=context)  # noqa: S310
+
+
+def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):
+    """Append the missing bytes of ``url`` to ``partial`` (Range requests, resumed after any failure).
+
+    Returns ``(resumed_from, downloaded)``: the partial's length before this call and the bytes added.
+    A server that ignores Range (answers 200) makes the download start over from byte 0.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise FetchError(f"{shard['name']}: only http(s) URLs can be fetched, got {url!r}")
+    size = int(shard["size"])
+    sidecar_path = partial[: -len(PARTIAL)] + SIDECAR
+    have = _prepare_partial(partial, sidecar_path, shard)
+    resumed_from = have
+    downloaded = 0
+    attempt = 0
+    while have < size:
+        try:
+            with _open(url, headers, have, timeout, validate_certs) as response:
+                status = response.status
+                if have and status == 200:
+                    have = 0  # Range ignored: start over
+                    mode = "wb"
+                elif status == 206:
+                    content_range = response.headers.get("Content-Range", "")
+                    if not content_range.startswith(f"bytes {have}-"):
+                        raise FetchError(f"{shard['name']}: server answered {content_range!r} to a range from {have}")
+                    mode = "ab"
+                elif status == 200:
+                    mode = "wb"
+                else:
+                    raise FetchError(f"{shard['name']}: unexpected HTTP status {status} from {url}")
+                with open(partial, mode) as handle:
+                    while True:
+                        block = response.read(CHUNK)
+                        if not block:
+                            break
+                        if have + len(block) > size:
+                            raise FetchError(f"{shard['name']}: {url} sends more than the expected {size} bytes")
+                        handle.write(block)
+                        have += len(block)
+                        downloaded += len(block)
+                        if progress:
+                            progress.update(have)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                if have < size:
+                    raise ConnectionError(f"connection closed at {have} of {size} bytes")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and have == size:
+                break
+            if exc.code in {401, 403, 404, 410}:
+                raise FetchError(f"{shard['name']}: HTTP {exc.code} {exc.reason} from {url}") from None
+            attempt += 1
+            if attempt > retries:
+                raise FetchError(f"{shard['name']}: HTTP {exc.code} {exc.reason} after {retries} retries") from None
+            time.sleep(min(2**attempt, 30))
+        except (OSError, ConnectionError) as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                raise FetchError(f"{shard['name']}: no space left in {os.path.dirname(partial)}") from None
+            attempt += 1
+            if attempt > retries:
+                raise FetchError(f"{shard['name']}: download failed after {retries} retries: {exc}") from None
+            time.sleep(min(2**attempt, 30))
+    if progress:
+        progress.update(have, force=True)
+    return resumed_from, downloaded
+
+
+def copy_local(source, partial, shard):
+    """Copy a file already on this host (transferred from the controller) into the partial file."""
+    sidecar_path = partial[: -len(PARTIAL)] + SIDECAR
+    write_json(sidecar_path, {"size": int(shard["size"]), "sha256": shard["sha256"], "etag": shard.get("etag")})
+    shutil.copyfile(source, partial)
+    return 0, os.path.getsize(partial)
+
+
+def finish(model_dir, shard, partial):
+    """Verify the partial file, make it read-only and move it into place; returns its manifest record."""
+    size = os.path.getsize(partial)
+    if size != int(shard["size"]):
+        raise FetchError(f"{shard['name']}: got {size} bytes, expected {shard['size']}")
+    digest = sha256_file(partial)
+    sidecar_path = partial[: -len(PARTIAL)] + SIDECAR
+    if digest != shard["sha256"]:
+        os.unlink(partial)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(sidecar_path)
+        raise FetchError(
+            f"{shard['name']}: checksum mismatch - sha256 {digest}, expected {shard['sha256']} "
+            "(the download was discarded)"
+        )
+    os.chmod(partial, READ_ONLY)
+    final = os.path.join(model_dir, shard["name"])
+    os.replace(partial, final)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sidecar_path)
+    fsync_dir(model_dir)
+    info = os.stat(final)
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_partial(model_dir, name):
+    """Remove a partial download and its sidecar; True if something was there."""
+    removed = False
+    for suffix in (PARTIAL, SIDECAR):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(model_dir, name + suffix))
+            removed = True
+    return removed
+
+
+def link(model_dir, name, target):
+    """Make ``model_dir/name`` a symlink to ``target`` (atomically replacing what is there); True if changed."""
+    path = os.path.join(model_dir, name)
+    if os.path.islink(path) and os.readlink(path) == target:
+        return False
+    tmp = os.path.join(model_dir, f".{name}.link-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+    return True

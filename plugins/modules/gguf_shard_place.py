@@ -1,0 +1,451 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gguf_shard_place
+short_description: Place the shards of a split GGUF model across hosts that have room, fetch them resumably
+version_added: 0.1.0
+description:
+  - Plans, then fetches. Run it as one task on every host that may hold shards (the play's hosts, or the
+    current C(serial) batch, are the candidates); one of them is the O(coordinator), whose model directory
+    ends up showing every shard under its exact split file name, as llama.cpp needs (it derives the other
+    shards' paths from shard 1's prefix).
+  - B(Plan.) The controller lists the shards with their sizes and sha256 (from the Hugging Face hub's
+    metadata, from O(urls), or by hashing O(files)); every candidate host reports the free bytes at its
+    O(model_dir) (statvfs) and what it already holds. Shards already complete on a host stay there; the others
+    go first-fit in file order onto the coordinator first, then onto the other hosts by usable bytes (ties by
+    name), keeping O(reserve) free on each. The plan is deterministic. When the model does not fit, every host
+    fails before anything is downloaded, with the bytes missing and the usable bytes per host.
+  - B(Fetch.) Each host downloads its own shards directly (no hop through the controller; a file from the
+    controller is copied to its host). Bytes go into C(NAME.partial) with a sidecar C(NAME.partial.json)
+    recording the expected size, sha256 and ETag; an interrupted download - even a killed process or play -
+    resumes from the partial's length with an HTTP C(Range) request on the next run. The file is verified
+    (size and sha256), made read-only (0444) and renamed into place atomically.
+  - B(Verify.) C(.llamarpc-shards.json) in each model directory records size, mtime and sha256 of every
+    verified shard, so a rerun hashes only files whose size or mtime changed (or all with O(verify=full)).
+    A shard that fails verification is fetched again. A rerun changes nothing.
+  - B(Link.) On the coordinator, every shard placed on another host appears as a symlink
+    C(MODEL_DIR/NAME -> MOUNT/NAME), where MOUNT is where the coordinator mounts that host's model directory
+    (O(mount_root)C(/HOST) or O(mount_paths)); the mounts themselves are M(llamarpc.cluster.sshfs_masked_mount)'s job.
+  - B(Progress.) While a shard downloads, C(MODEL_DIR/.llamarpc-progress.json) on that host is rewritten about
+    once a second (file, done, total, percent, bytes_per_second, eta_seconds); watch it with
+    C(watch cat MODEL_DIR/.llamarpc-progress.json), or watch C(NAME.partial) grow.
+  - All candidate hosts must run the task at the same time (they meet on the controller to plan), so
+    C(forks) must be at least the number of hosts in the batch, and the free strategy is not supported.
+author:
+  - llamarpc.cluster contributors (@llamarpc)
+requirements:
+  - On the controller, for O(hf_repo) only - the C(huggingface_hub) Python package (metadata, token and URL
+    resolution).
+  - On the managed hosts - Python 3 standard library only (downloads use urllib); network access to the
+    download URLs (the hub and its CDN for O(hf_repo)).
+options:
+  model_dir:
+    description:
+      - Absolute path of the model directory on every host (created, mode 0755). On the coordinator it is the
+        directory to give llama.cpp (C(-m MODEL_DIR/PREFIX-00001-of-0000N.gguf)).
+    type: path
+    required: true
+  coordinator:
+    description:
+      - Inventory name of the host that loads the model. It is preferred for shards and gets the symlinks.
+      - Defaults to the first host of the play batch.
+    type: str
+  hf_repo:
+    description: Hugging Face repository id (C(owner/name)) to take the shards from.
+    type: str
+  hf_revision:
+    description: Branch, tag or commit of O(hf_repo). The commit it resolves to is pinned for all hosts.
+    type: str
+    default: main
+  hf_pattern:
+    description:
+      - Shell pattern (fnmatch) matched against the repository's file paths, for example C(*q4_k_m*.gguf).
+        It must select one GGUF file or one complete split set.
+    type: str
+  hf_token:
+    description:
+      - Hugging Face token for private or gated repositories. Defaults to what huggingface_hub finds on the
+        controller (C(HF_TOKEN), the token file). Sent to the hosts only as a request header, never logged.
+    type: str
+  hf_endpoint:
+    description:
+      - Hub endpoint (a mirror such as a self-hosted one). Defaults to C(HF_ENDPOINT) on the controller, else the
+        public hub. The managed hosts must reach it too.
+    type: str
+  urls:
+    description: Plain HTTP(S) URLs to fetch, with their checksums.
+    type: list
+    elements: dict
+    suboptions:
+      url:
+        description: The URL. The host fetches it with C(Range) requests (a server that ignores Range works, but
+          an interrupted download then starts over).
+        type: str
+        required: true
+      sha256:
+        description: Expected sha256 (hex).
+        type: str
+        required: true
+      size:
+        description: Size in bytes. Without it the controller asks the server (HEAD, C(Content-Length)).
+        type: int
+      name:
+        description: File name in the model directory. Defaults to the last component of the URL path.
+        type: str
+  files:
+    description:
+      - Files on the controller (relative paths are searched like M(ansible.builtin.copy)'s C(src)). The
+        controller hashes them and copies each one to the host it is planned for.
+    type: list
+    elements: path
+  reserve:
+    description:
+      - Bytes to keep free on every host's model filesystem, as a number of bytes or with a unit (C(512M),
+        C(2G)).
+    type: str
+    default: 1G
+  mount_root:
+    description:
+      - The coordinator sees host H's model directory at O(mount_root)C(/H) unless O(mount_paths) says otherwise.
+    type: path
+    default: /mnt/llamarpc
+  mount_paths:
+    description: Per host, where the coordinator sees that host's model directory (absolute paths).
+    type: dict
+    default: {}
+  link:
+    description: Create the coordinator's symlinks to shards on other hosts.
+    type: bool
+    default: true
+  verify:
+    description:
+      - C(quick) hashes only shards whose size or mtime differ from the manifest; C(full) hashes every shard.
+    type: str
+    choices: [quick, full]
+    default: quick
+  timeout:
+    description: Socket timeout of each HTTP request in seconds.
+    type: int
+    default: 60
+  retries:
+    description: Attempts after a failed request before giving up (each resumes where the last one stopped).
+    type: int
+    default: 5
+  plan_timeout:
+    description: Seconds a host waits for the others' reports before planning.
+    type: int
+    default: 600
+  validate_certs:
+    description: Verify TLS certificates (hosts and controller).
+    type: bool
+    default: true
+notes:
+  - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its
+    final name before it is verified.
+  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as
+    C(redundant). Partial downloads of shards planned for another host are removed.
+  - The sidecar records the ETag; when the source changes (new ETag) a partial download starts over.
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Gathers free space, plans and reports what would be fetched, resumed, re-verified or linked.
+  diff_mode:
+    support: full
+    details: The placement of every shard before (where it is now) and after (the plan).
+seealso:
+  - module: llamarpc.cluster.sshfs_masked_mount
+"""
+
+EXAMPLES = r"""
+- name: Place Qwen2.5-32B Q4_K_M on the cluster, preferring the coordinator
+  hosts: coordinator:rpc_workers
+  tasks:
+    - name: Plan and fetch the shards
+      llamarpc.cluster.gguf_shard_place:
+        hf_repo: Qwen/Qwen2.5-32B-Instruct-GGUF
+        hf_pattern: "*q4_k_m*.gguf"
+        model_dir: /data/models/qwen2.5-32b
+        coordinator: "{{ groups['coordinator'][0] }}"
+        reserve: 2G
+      become: true
+
+- name: Shards served by a local mirror, with checksums
+  hosts: coordinator:rpc_workers
+  tasks:
+    - name: Fetch from plain URLs
+      llamarpc.cluster.gguf_shard_place:
+        model_dir: /data/models/tiny
+        coordinator: node1
+        urls:
+          - url: http://10.213.0.1:8080/tiny-00001-of-00002.gguf
+            sha256: 5a1c0e8b04a0c7d3f8b6c1f1e0a7b9d2c3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8
+          - url: http://10.213.0.1:8080/tiny-00002-of-00002.gguf
+            sha256: 0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0
+
+- name: Check what would happen, and show the plan
+  hosts: coordinator:rpc_workers
+  tasks:
+    - name: Plan only
+      llamarpc.cluster.gguf_shard_place:
+        files: [/srv/models/tiny-00001-of-00002.gguf, /srv/models/tiny-00002-of-00002.gguf]
+        model_dir: /data/models/tiny
+      check_mode: true
+      diff: true
+"""
+
+RETURN = r"""
+plan:
+  description: Every shard in file order with the host it is placed on (the same on every host).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {name: m-00001-of-00002.gguf, size: 3795193856, sha256: 9f86d0..., host: node1}
+    - {name: m-00002-of-00002.gguf, size: 3791290336, sha256: 60303a..., host: node2}
+hosts:
+  description: Per candidate host, the usable bytes (free + partials + its kept shards - reserve), the bytes
+    assigned and the bytes left.
+  returned: always
+  type: dict
+  sample: {node1: {usable: 19000000000, assigned: 15000000000, left: 4000000000}}
+assigned:
+  description: Names of the shards placed on this host.
+  returned: always
+  type: list
+  elements: str
+fetched:
+  description: Shards downloaded (or copied) to this host by this run.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: m-00002-of-00002.gguf, resumed_from: 1048576000, downloaded: 2743193856, seconds: 211.4}]
+verified:
+  description: Shards of this host that were hashed by this run (and found good).
+  returned: always
+  type: list
+  elements: str
+refetched:
+  description: Shards found corrupt (wrong size or sha256) on this host and fetched again.
+  returned: always
+  type: list
+  elements: str
+links:
+  description: On the coordinator, symlink name to target for the shards on other hosts.
+  returned: always
+  type: dict
+  sample: {m-00002-of-00002.gguf: /mnt/llamarpc/node2/m-00002-of-00002.gguf}
+redundant:
+  description: Complete copies on this host of shards that the plan keeps on another host (left in place).
+  returned: always
+  type: list
+  elements: str
+actions:
+  description: What was done (or would be done in check mode) on this host.
+  returned: always
+  type: list
+  elements: str
+  sample: [fetch m-00001-of-00002.gguf (resume from 104857600), link m-00002-of-00002.gguf]
+model_path:
+  description: On the coordinator, the path of shard 1 (what C(llama-server -m) takes).
+  returned: always
+  type: str
+  sample: /data/models/qwen2.5-32b/m-00001-of-00002.gguf
+revision:
+  description: The commit the Hugging Face revision resolved to.
+  returned: when O(hf_repo) is used
+  type: str
+"""
+
+import contextlib
+import os
+import stat
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
+
+# Options of the task; the action plugin resolves them on the controller and calls this module with the
+# hidden ``_phase`` options below (``stat``: report the model directory, ``apply``: fetch, verify, link).
+TASK_OPTIONS = {
+    "model_dir": {"type": "path", "required": True},
+    "coordinator": {"type": "str"},
+    "hf_repo": {"type": "str"},
+    "hf_revision": {"type": "str", "default": "main"},
+    "hf_pattern": {"type": "str"},
+    "hf_token": {"type": "str", "no_log": True},
+    "hf_endpoint": {"type": "str"},
+    "urls": {
+        "type": "list",
+        "elements": "dict",
+        "options": {
+            "url": {"type": "str", "required": True},
+            "sha256": {"type": "str", "required": True},
+            "size": {"type": "int"},
+            "name": {"type": "str"},
+        },
+    },
+    "files": {"type": "list", "elements": "path"},
+    "reserve": {"type": "str", "default": "1G"},
+    "mount_root": {"type": "path", "default": "/mnt/llamarpc"},
+    "mount_paths": {"type": "dict", "default": {}},
+    "link": {"type": "bool", "default": True},
+    "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
+    "timeout": {"type": "int", "default": 60},
+    "retries": {"type": "int", "default": 5},
+    "plan_timeout": {"type": "int", "default": 600},
+    "validate_certs": {"type": "bool", "default": True},
+}
+
+HIDDEN_OPTIONS = {
+    "_phase": {"type": "str", "choices": ["stat", "apply"], "default": "stat"},
+    "_names": {"type": "list", "elements": "str", "default": []},
+    "_shards": {"type": "list", "elements": "dict", "default": []},
+    "_links": {"type": "dict", "default": {}},
+    "_drop": {"type": "list", "elements": "str", "default": []},
+    "_headers": {"type": "dict", "default": {}, "no_log": True},
+}
+
+
+def apply(module, params):
+    """Fetch/verify the shards assigned to this host, drop stale partials, create links."""
+    model_dir = params["model_dir"]
+    check = module.check_mode
+    result = {"fetched": [], "verified": [], "refetched": [], "actions": [], "changed": False}
+    if not os.path.isdir(model_dir):
+        result["actions"].append(f"create {model_dir}")
+        result["changed"] = True
+        if not check:
+            os.makedirs(model_dir, mode=0o755, exist_ok=True)
+    manifest_path = os.path.join(model_dir, sf.MANIFEST)
+    manifest = (sf.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
+    manifest_before = dict(manifest)
+    progress_path = os.path.join(model_dir, sf.PROGRESS)
+
+    for shard in params["_shards"]:
+        name = shard["name"]
+        path = os.path.join(model_dir, name)
+        corrupt = False
+        if os.path.isfile(path) and not os.path.islink(path):
+            ok, hashed, record = sf.verify_file(model_dir, shard, manifest, full=params["verify"] == "full")
+            if ok:
+                manifest[name] = record
+                if hashed:
+                    result["verified"].append(name)
+                if stat.S_IMODE(os.stat(path).st_mode) != sf.READ_ONLY:
+                    result["actions"].append(f"chmod 0444 {name}")
+                    result["changed"] = True
+                    if not check:
+                        os.chmod(path, sf.READ_ONLY)
+                        manifest[name] = {**record, "mtime_ns": os.stat(path).st_mtime_ns}
+                continue
+            corrupt = True
+            manifest.pop(name, None)
+            result["refetched"].append(name)
+        if not shard.get("url") and not shard.get("src"):
+            result.setdefault("need_source", []).append(name)  # the action plugin copies it and calls again
+            continue
+        partial = path + sf.PARTIAL
+        sidecar = sf.read_json(path + sf.SIDECAR)
+        resumable = os.path.isfile(partial) and sf.sidecar_matches(sidecar, shard) and not shard.get("src")
+        start = os.path.getsize(partial) if resumable else 0
+        result["actions"].append(
+            f"{'re' if corrupt else ''}fetch {name}" + (f" (resume from {start})" if start else "")
+        )
+        result["changed"] = True
+        if check:
+            continue
+        if corrupt:
+            os.unlink(path)
+        started = time.monotonic()
+        try:
+            if shard.get("src"):
+                resumed_from, downloaded = sf.copy_local(shard["src"], partial, shard)
+            else:
+                progress = sf.Progress(progress_path, name, int(shard["size"]), start)
+                resumed_from, downloaded = sf.download(
+                    shard["url"],
+                    partial,
+                    shard,
+                    headers=params["_headers"],
+                    timeout=params["timeout"],
+                    retries=params["retries"],
+                    progress=progress,
+                    validate_certs=params["validate_certs"],
+                )
+            manifest[name] = sf.finish(model_dir, shard, partial)
+        except sf.FetchError as exc:
+            _save_manifest(manifest_path, manifest, manifest_before)
+            module.fail_json(msg=str(exc), **result)
+        _save_manifest(manifest_path, manifest, manifest_before)
+        manifest_before = dict(manifest)
+        result["fetched"].append(
+            {
+                "name": name,
+                "resumed_from": resumed_from,
+                "downloaded": downloaded,
+                "seconds": round(time.monotonic() - started, 2),
+            }
+        )
+
+    for name in params["_drop"]:
+        if any(os.path.exists(os.path.join(model_dir, name + suffix)) for suffix in (sf.PARTIAL, sf.SIDECAR)):
+            result["actions"].append(f"remove {name}{sf.PARTIAL} (planned for another host)")
+            result["changed"] = True
+            if not check:
+                sf.remove_partial(model_dir, name)
+
+    for name, target in sorted(params["_links"].items()):
+        path = os.path.join(model_dir, name)
+        if os.path.islink(path) and os.readlink(path) == target:
+            continue
+        if os.path.exists(path) and not os.path.islink(path):
+            module.fail_json(msg=f"{path} exists and is not a symlink; refusing to replace it with a link", **result)
+        result["actions"].append(f"link {name} -> {target}")
+        result["changed"] = True
+        if not check:
+            sf.link(model_dir, name, target)
+
+    if not check:
+        _save_manifest(manifest_path, manifest, manifest_before)
+        if result["fetched"]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(progress_path)
+    return result
+
+
+def _save_manifest(path, manifest, before):
+    if manifest != before and os.path.isdir(os.path.dirname(path)):
+        sf.write_json(path, manifest)
+
+
+def main():
+    module = AnsibleModule(argument_spec={**TASK_OPTIONS, **HIDDEN_OPTIONS}, supports_check_mode=True)
+    params = module.params
+    model_dir = params["model_dir"]
+    if not os.path.isabs(model_dir):
+        module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")
+    if params["_phase"] == "stat":
+        try:
+            report = sf.inspect(model_dir, params["_names"])
+        except OSError as exc:
+            module.fail_json(msg=f"cannot inspect {model_dir}: {exc}")
+        module.exit_json(changed=False, report=report)
+    try:
+        result = apply(module, params)
+    except OSError as exc:
+        module.fail_json(msg=f"{model_dir}: {exc}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
