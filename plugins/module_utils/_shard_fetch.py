@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ import urllib.error
 import urllib.request
 
 MANIFEST = ".llamarpc-shards.json"
+LOCK = ".llamarpc-shards.lock"
 PROGRESS = ".llamarpc-progress.json"
 PARTIAL = ".partial"
 SIDECAR = ".partial.json"
@@ -93,6 +95,35 @@ def inspect(model_dir, names):
         "files": files,
         "exists": os.path.isdir(model_dir),
     }
+
+
+def lock_dir(model_dir, wait=10.0):
+    """Hold an exclusive lock on the model directory (one writer at a time); returns the open lock file.
+
+    A download left running by a killed play (an orphaned module process) keeps its lock: this run then
+    fails with a clear message instead of racing it for the same partial file.
+    """
+    handle = open(os.path.join(model_dir, LOCK), "a+", encoding="utf-8")  # noqa: SIM115 - held by the caller
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                handle.close()
+                raise FetchError(
+                    f"another gguf_shard_place run (pid {holder}) is still working in {model_dir}; "
+                    "wait for it to finish or stop it, then run again"
+                ) from None
+            time.sleep(0.2)
+            continue
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle
 
 
 # -- manifest ----------------------------------------------------------------------------------------------

@@ -321,11 +321,16 @@ def apply(module, params):
     model_dir = params["model_dir"]
     check = module.check_mode
     result = {"fetched": [], "verified": [], "refetched": [], "actions": [], "changed": False}
-    if not os.path.isdir(model_dir):
+    if not os.path.isdir(model_dir) and (params["_shards"] or params["_links"]):
         result["actions"].append(f"create {model_dir}")
         result["changed"] = True
         if not check:
             os.makedirs(model_dir, mode=0o755, exist_ok=True)
+    if not check and os.path.isdir(model_dir):
+        try:
+            result["_lock"] = sf.lock_dir(model_dir)
+        except sf.FetchError as exc:
+            module.fail_json(msg=str(exc), **result)
     manifest_path = os.path.join(model_dir, sf.MANIFEST)
     manifest = (sf.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
     manifest_before = dict(manifest)
@@ -444,6 +449,9 @@ def main():
         result = apply(module, params)
     except OSError as exc:
         module.fail_json(msg=f"{model_dir}: {exc}")
+    lock = result.pop("_lock", None)
+    if lock is not None:
+        lock.close()
     module.exit_json(**result)
 
 

@@ -1,0 +1,386 @@
+"""gguf_shard_place for real: ansible-playbook on this machine, shards served by nginx (Range) on loopback.
+
+Three inventory "hosts" (all ``ansible_connection=local``) each get a model directory on its own small tmpfs,
+so the free space the module gathers is real and small: the coordinator cannot hold the whole tiny model and
+some shards land on another host, linked from the coordinator's directory. nginx (Debian's, with our own
+config on a free loopback port, rate-limited so a download takes seconds) serves the shards; the tests kill
+the whole play mid-download and check the rerun resumes, corrupt a shard and check it is fetched again,
+and check that bad input changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+RATE = "1m"  # bytes per second per connection: a ~5 MB shard takes about 5 s
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mounts)"),
+    pytest.mark.skipif(not os.path.exists(NGINX), reason="needs nginx (apt-get install nginx-light)"),
+]
+
+
+def free_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    sys.path.insert(0, str(REPO / "tools"))
+    import tiny_gguf  # noqa: PLC0415
+
+    out = tmp_path_factory.mktemp("model")
+    return tiny_gguf.generate(out, preset="tiny", shards=3)
+
+
+@pytest.fixture(scope="module")
+def nginx(model, tmp_path_factory):
+    """nginx serving the model's directory on 127.0.0.1:PORT, rate-limited; stopped after the module."""
+    root = tmp_path_factory.mktemp("nginx")
+    port = free_port()
+    conf = root / "nginx.conf"
+    conf.write_text(
+        f"""
+daemon off;
+user root root;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log {root}/access.log;
+    client_body_temp_path {root}/body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {Path(model["files"][0]["path"]).parent};
+        limit_rate {RATE};
+    }}
+}}
+""",
+        encoding="utf-8",
+    )
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)], stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"nginx did not start: {(root / 'error.log').read_text()}") from None
+            time.sleep(0.1)
+    yield {"port": port, "base": f"http://127.0.0.1:{port}", "access_log": root / "access.log"}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    """Three hosts' model directories, each on a tmpfs of its own size (coordinator a: too small)."""
+    sizes = {"a": "7m", "b": "12m", "c": "4m"}
+    dirs = {}
+    for name, size in sizes.items():
+        base = tmp_path / f"disk-{name}"
+        base.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(base)], check=True)
+        dirs[name] = base
+    yield dirs
+    for base in dirs.values():
+        subprocess.run(["umount", "-l", str(base)], check=False)
+
+
+def descendants(pid):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def kill_tree(proc):
+    """SIGKILL ansible-playbook and every process below it (workers detach into sessions of their own)."""
+    for _round in range(5):
+        pids = [pid for pid in descendants(proc.pid) if pid != proc.pid or proc.poll() is None]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        time.sleep(0.2)
+        if len(descendants(proc.pid)) <= 1:
+            return
+
+
+def urls_of(model, nginx):
+    return [{"url": f"{nginx['base']}/{entry['name']}", "sha256": entry["sha256"]} for entry in model["files"]]
+
+
+def write_play(tmp_path, hosts, task):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {name: {"ansible_connection": "local", "disk": str(path)} for name, path in hosts.items()},
+                    "vars": {"ansible_python_interpreter": sys.executable},
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Place the shards",
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Place",
+                            "llamarpc.cluster.gguf_shard_place": task,
+                            "register": "placed",
+                            "ignore_errors": True,
+                        },
+                        {
+                            "name": "Keep the result",
+                            "ansible.builtin.copy": {
+                                "content": "{{ placed | to_json }}",
+                                "dest": f"{tmp_path}/result-{{{{ inventory_hostname }}}}.json",
+                                "mode": "0644",
+                            },
+                            "check_mode": False,
+                            "diff": False,
+                        },
+                    ],
+                }
+            ],
+            sort_keys=False,
+        ),
+        encoding="utf-8",
+    )
+    return inventory, play
+
+
+def run_play(tmp_path, hosts, task, *extra, check=True):
+    inventory, play = write_play(tmp_path, hosts, task)
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+    }
+    proc = subprocess.run(
+        [str(PLAYBOOK), "-i", str(inventory), str(play), *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"play failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
+    results = {name: json.loads((tmp_path / f"result-{name}.json").read_text(encoding="utf-8")) for name in hosts}
+    for path in tmp_path.glob("result-*.json"):
+        path.unlink()
+    failed = any(result.get("failed") for result in results.values())
+    if check and failed:
+        raise AssertionError(f"task failed: {json.dumps(results, indent=1)[-6000:]}")
+    return int(failed), results, proc.stdout
+
+
+def task_for(model, nginx, **more):
+    return {
+        "model_dir": "{{ disk }}/models/tiny",
+        "coordinator": "a",
+        "urls": urls_of(model, nginx),
+        "reserve": "256k",
+        "mount_root": "/mnt/llamarpc-test",
+        **more,
+    }
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def placed_ok(model, hosts, results):
+    plan = results["a"]["plan"]
+    assert sorted(entry["name"] for entry in plan) == [entry["name"] for entry in model["files"]]
+    for entry, expected in zip(plan, model["files"], strict=True):
+        path = hosts[entry["host"]] / "models/tiny" / entry["name"]
+        assert sha256(path) == expected["sha256"]
+        assert (path.stat().st_mode & 0o777) == 0o444
+        link = hosts["a"] / "models/tiny" / entry["name"]
+        if entry["host"] != "a":
+            assert os.readlink(link) == f"/mnt/llamarpc-test/{entry['host']}/{entry['name']}"
+    return plan
+
+
+def test_check_mode_plans_and_changes_nothing(tmp_path, model, nginx, hosts):
+    code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx), "--check", "--diff")
+    assert code == 0
+    plan = results["a"]["plan"]
+    # a (7 MiB - reserve) takes shard 1 (5.3 MB); 2 and 3 do not fit beside it; b (12 MiB) takes both.
+    assert [entry["host"] for entry in plan] == ["a", "b", "b"]
+    assert results["a"]["changed"] is True
+    assert "shard placement" in results["a"]["diff"]["after_header"]
+    for path in hosts.values():
+        assert not (path / "models").exists()
+    assert nginx["access_log"].read_text(encoding="utf-8").count("GET") == 0
+
+
+def test_apply_rerun_corrupt_and_full_verify(tmp_path, model, nginx, hosts):
+    _code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx))
+    plan = placed_ok(model, hosts, results)
+    assert [entry["host"] for entry in plan] == ["a", "b", "b"]
+    assert results["a"]["changed"] and results["b"]["changed"] and not results["c"]["changed"]
+    assert results["a"]["model_path"].endswith("-00001-of-00003.gguf")
+    manifest = json.loads((hosts["b"] / "models/tiny/.llamarpc-shards.json").read_text(encoding="utf-8"))
+    assert set(manifest) == {plan[1]["name"], plan[2]["name"]}
+
+    # A rerun changes nothing and hashes nothing (the manifest vouches for the files).
+    _code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx))
+    assert not any(result["changed"] for result in results.values())
+    assert not any(result["verified"] for result in results.values())
+
+    # Corrupt shard 3 on b (content and mtime change): detected, fetched again, verified.
+    victim = hosts["b"] / "models/tiny" / plan[2]["name"]
+    victim.chmod(0o644)
+    with victim.open("r+b") as handle:
+        handle.seek(1000)
+        handle.write(b"\xff" * 16)
+    _code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx))
+    assert results["b"]["refetched"] == [plan[2]["name"]]
+    assert results["b"]["changed"]
+    placed_ok(model, hosts, results)
+
+    # Silent corruption with the mtime put back: only verify=full notices.
+    stamp = victim.stat()
+    victim.chmod(0o644)
+    with victim.open("r+b") as handle:
+        handle.seek(2000)
+        handle.write(b"\x00" * 16)
+    victim.chmod(0o444)
+    os.utime(victim, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    _code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx))
+    assert not results["b"]["changed"]
+    _code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx, verify="full"))
+    assert results["b"]["refetched"] == [plan[2]["name"]]
+    placed_ok(model, hosts, results)
+
+
+def test_killed_play_resumes(tmp_path, model, nginx, hosts):
+    """Kill the whole ansible-playbook process group mid-download; the rerun resumes with Range."""
+    inventory, play = write_play(tmp_path, hosts, task_for(model, nginx))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+    }
+    first = model["files"][0]["name"]
+    partial = hosts["a"] / "models/tiny" / f"{first}.partial"
+    proc = subprocess.Popen(
+        [str(PLAYBOOK), "-i", str(inventory), str(play)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (partial.exists() and partial.stat().st_size >= 2 * 1024 * 1024):
+        assert time.monotonic() < deadline, "the download did not start"
+        assert proc.poll() is None, "the play ended before it could be killed"
+        time.sleep(0.05)
+    kill_tree(proc)
+    killed_at = partial.stat().st_size
+    assert 0 < killed_at < model["files"][0]["size"]
+    sidecar = json.loads((hosts["a"] / "models/tiny" / f"{first}.partial.json").read_text(encoding="utf-8"))
+    assert sidecar["sha256"] == model["files"][0]["sha256"]
+    assert not (hosts["a"] / "models/tiny" / first).exists()
+
+    _code, results, _stats = run_play(tmp_path, hosts, task_for(model, nginx))
+    fetched = {entry["name"]: entry for entry in results["a"]["fetched"]}
+    assert fetched[first]["resumed_from"] >= killed_at
+    assert fetched[first]["resumed_from"] + fetched[first]["downloaded"] == model["files"][0]["size"]
+    placed_ok(model, hosts, results)
+    log = nginx["access_log"].read_text(encoding="utf-8")
+    assert " 206 " in log
+    print(f"killed at {killed_at} bytes; resumed from {fetched[first]['resumed_from']}: {fetched[first]}")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model_dir": "models/tiny"}, "model_dir must be an absolute path"),
+        ({"coordinator": "nosuchhost"}, "unknown coordinator 'nosuchhost'"),
+        ({"mount_paths": {"zz": "/mnt/zz"}}, "mount_paths names unknown host 'zz'"),
+        ({"reserve": "1T"}, "the model does not fit"),
+        ({"urls": "BAD_SHA"}, "checksum mismatch"),
+        ({"urls": "MISSING"}, "incomplete split set"),
+    ],
+)
+def test_bad_input_changes_nothing(tmp_path, model, nginx, hosts, change, message):
+    task = task_for(model, nginx)
+    if change.get("urls") == "BAD_SHA":
+        task["urls"][1]["sha256"] = "0" * 64
+        change = {}
+    elif change.get("urls") == "MISSING":
+        task["urls"] = task["urls"][:2]
+        change = {}
+    task.update(change)
+    code, results, _stats = run_play(tmp_path, hosts, task, check=False)
+    assert code != 0
+    messages = " ".join(str(result.get("msg", "")) for result in results.values())
+    assert message in messages, messages
+    if message != "checksum mismatch":
+        for path in hosts.values():
+            assert not (path / "models").exists()
+    else:
+        # The bad shard was downloaded, found wrong and discarded: never visible under its name.
+        names = [entry["name"] for entry in model["files"]]
+        for path in hosts.values():
+            assert not (path / "models/tiny" / names[1]).exists() or (path / "models/tiny" / names[1]).is_symlink()
+            assert not (path / "models/tiny" / f"{names[1]}.partial").exists()
