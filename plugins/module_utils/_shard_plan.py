@@ -18,7 +18,8 @@ Rules, in order (all deterministic, independent of the order the hosts are given
 3. If that leaves a shard without a host, the same first-fit is tried with the largest shards first.
 4. If that fails too, PlanError explains how many bytes are missing on which host.
 
-Usable bytes of a host = free + its partial bytes + its pinned complete shards - reserve (never below zero).
+Usable bytes of a host = free + its partial bytes - reserve (never below zero); only shards still to be
+written count against it (a shard already in place needs no new room, even if the reserve is now tighter).
 A complete copy pinned elsewhere (a redundant copy) is never counted: nothing here deletes a complete shard.
 """
 
@@ -86,9 +87,9 @@ def pin(shards, hosts, coordinator):
     return pinned
 
 
-def usable_bytes(host, reserve, pinned_bytes=0):
-    """Bytes a host can take for this model: free + partials + its pinned shards - reserve, >= 0."""
-    return max(0, int(host["free"]) + int(host.get("partial_bytes", 0)) + int(pinned_bytes) - int(reserve))
+def usable_bytes(host, reserve):
+    """Bytes a host can still take for this model: free + its partial downloads - reserve, >= 0."""
+    return max(0, int(host["free"]) + int(host.get("partial_bytes", 0)) - int(reserve))
 
 
 def host_order(usable, coordinator):
@@ -123,11 +124,7 @@ def plan(shards, hosts, coordinator, reserve=0):
     check_split_names([shard["name"] for shard in shards])
 
     pinned = pin(shards, hosts, coordinator)
-    pinned_bytes = {name: 0 for name in hosts}
-    for shard in shards:
-        if shard["name"] in pinned:
-            pinned_bytes[pinned[shard["name"]]] += int(shard["size"])
-    usable = {name: usable_bytes(hosts[name], reserve, pinned_bytes[name]) for name in hosts}
+    usable = {name: usable_bytes(hosts[name], reserve) for name in hosts}
     order = host_order(usable, coordinator)
 
     assignment = _first_fit(shards, order, usable, pinned, largest_first=False)
@@ -140,7 +137,8 @@ def plan(shards, hosts, coordinator, reserve=0):
     placement = []
     for shard in shards:
         host = assignment[shard["name"]]
-        assigned[host] += int(shard["size"])
+        if shard["name"] not in pinned:
+            assigned[host] += int(shard["size"])
         placement.append({**shard, "host": host})
     summary = {
         name: {"usable": usable[name], "assigned": assigned[name], "left": usable[name] - assigned[name]}
@@ -151,14 +149,7 @@ def plan(shards, hosts, coordinator, reserve=0):
 
 def _first_fit(shards, order, usable, pinned, *, largest_first):
     left = dict(usable)
-    assignment = {}
-    for shard in shards:
-        host = pinned.get(shard["name"])
-        if host is not None:
-            assignment[shard["name"]] = host
-            left[host] -= int(shard["size"])
-    if any(value < 0 for value in left.values()):
-        return None
+    assignment = dict(pinned)
     todo = [shard for shard in shards if shard["name"] not in assignment]
     if largest_first:
         todo = sorted(todo, key=lambda shard: (-int(shard["size"]), shard["name"]))
@@ -175,7 +166,7 @@ def _first_fit(shards, order, usable, pinned, *, largest_first):
 
 
 def _shortage_message(shards, order, usable, pinned):
-    total = sum(int(shard["size"]) for shard in shards)
+    total = sum(int(shard["size"]) for shard in shards if shard["name"] not in pinned)
     capacity = sum(usable.values())
     per_host = ", ".join(f"{name} {human(usable[name])}" for name in order)
     if total > capacity:
@@ -186,9 +177,6 @@ def _shortage_message(shards, order, usable, pinned):
         )
     # Enough bytes in total but not in one piece: say which shard fits nowhere and by how much it misses.
     left = dict(usable)
-    for shard in shards:
-        if shard["name"] in pinned:
-            left[pinned[shard["name"]]] -= int(shard["size"])
     biggest = max((shard for shard in shards if shard["name"] not in pinned), key=lambda shard: int(shard["size"]))
     size = int(biggest["size"])
     short = ", ".join(f"{name} lacks {human(max(0, size - left[name]))}" for name in order)

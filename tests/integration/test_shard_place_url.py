@@ -10,6 +10,7 @@ and check that bad input changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -131,23 +132,16 @@ def descendants(pid):
 
 
 def kill_tree(proc):
-    """SIGKILL ansible-playbook and every process below it (workers detach into sessions of their own)."""
-    for _round in range(5):
-        pids = [pid for pid in descendants(proc.pid) if pid != proc.pid or proc.poll() is None]
+    """SIGKILL ansible-playbook and every process below it (workers detach into sessions of their own).
+
+    The tree is frozen first (SIGSTOP) so that no process can start a child or be reparented in between.
+    """
+    pids = descendants(proc.pid)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
         for pid in pids:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-        time.sleep(0.2)
-        if len(descendants(proc.pid)) <= 1:
-            return
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+    proc.wait()
 
 
 def urls_of(model, nginx):
