@@ -128,6 +128,24 @@ def test_default_flags_without_cpu_variants_where_llama_cpp_has_none():
     assert "-DGGML_CPU_ALL_VARIANTS=ON" in lb.default_cmake_flags("aarch64")
 
 
+def test_native_flags_tune_to_the_build_host_and_still_ship_anywhere_on_disk():
+    flags = lb.default_cmake_flags("x86_64", "native")
+    assert flags[:5] == list(lb.BASE_CMAKE_FLAGS)
+    assert "-DGGML_NATIVE=ON" in flags and "-DGGML_NATIVE=OFF" not in flags
+    assert "-DGGML_CPU_ALL_VARIANTS=ON" not in flags and "-DGGML_BACKEND_DL=ON" not in flags
+    assert "-DCMAKE_INSTALL_RPATH=$ORIGIN" in flags and "-DBUILD_SHARED_LIBS=ON" in flags
+    assert lb.cache_key("0" * 64, subdir=None, cmake_flags=flags, targets=["t"], arch="x86_64", compiler="c") != (
+        lb.cache_key(
+            "0" * 64,
+            subdir=None,
+            cmake_flags=lb.default_cmake_flags("x86_64"),
+            targets=["t"],
+            arch="x86_64",
+            compiler="c",
+        )
+    )
+
+
 def test_cmake_define_reads_the_last_definition():
     flags = ["-DGGML_RPC=ON", "-DGGML_RPCX=1", "-DLLAMA_BUILD_COMMIT:STRING=abc", "-DGGML_RPC=OFF"]
     assert lb.cmake_define(flags, "GGML_RPC") == "OFF"
