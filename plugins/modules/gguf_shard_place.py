@@ -326,9 +326,10 @@ def apply(module, params):
         result["changed"] = True
         if not check:
             os.makedirs(model_dir, mode=0o755, exist_ok=True)
+    lock = None
     if not check and os.path.isdir(model_dir):
         try:
-            result["_lock"] = sf.lock_dir(model_dir)
+            lock = sf.lock_dir(model_dir)  # released when this process ends, whichever way
         except sf.FetchError as exc:
             module.fail_json(msg=str(exc), **result)
     manifest_path = os.path.join(model_dir, sf.MANIFEST)
@@ -425,6 +426,8 @@ def apply(module, params):
         if result["fetched"]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(progress_path)
+    if lock is not None:
+        lock.close()
     return result
 
 
@@ -449,9 +452,6 @@ def main():
         result = apply(module, params)
     except OSError as exc:
         module.fail_json(msg=f"{model_dir}: {exc}")
-    lock = result.pop("_lock", None)
-    if lock is not None:
-        lock.close()
     module.exit_json(**result)
 
 

@@ -1,0 +1,210 @@
+"""gguf_shard_place, host side: the module's stat and apply phases, and the download helpers.
+
+A small in-process HTTP server on 127.0.0.1 serves bytes and honours Range (or, when told, ignores it, like
+olah); it can also stop after N bytes to simulate a broken connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import threading
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
+from ansible_collections.llamarpc.cluster.plugins.modules import gguf_shard_place
+
+DATA = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4 bytes
+SHA = hashlib.sha256(DATA).hexdigest()
+NAME = "m-00001-of-00001.gguf"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server_version = "test"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        state = self.server.state
+        state["requests"].append(self.headers.get("Range"))
+        start = 0
+        if self.headers.get("Range") and state["range"]:
+            start = int(self.headers["Range"].split("=")[1].rstrip("-"))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(DATA) - 1}/{len(DATA)}")
+        else:
+            self.send_response(200)
+        body = DATA[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", '"v1"')
+        self.end_headers()
+        cut = state["cut"].pop(0) if state["cut"] else None
+        self.wfile.write(body if cut is None else body[:cut])
+        if cut is not None:
+            self.wfile.flush()
+            self.connection.shutdown(2)
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.state = {"requests": [], "range": True, "cut": []}
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def url_of(server):
+    return f"http://127.0.0.1:{server.server_address[1]}/{NAME}"
+
+
+def shard(server, **more):
+    return {"name": NAME, "size": len(DATA), "sha256": SHA, "etag": '"v1"', "url": url_of(server), **more}
+
+
+def apply_args(tmp_path, shards, **more):
+    return {"model_dir": str(tmp_path / "models"), "_phase": "apply", "_shards": shards, "retries": 1, **more}
+
+
+def test_stat_reports_free_space_and_files(run_module, tmp_path):
+    (tmp_path / NAME).write_bytes(b"x" * 10)
+    (tmp_path / "m-00002-of-00002.gguf.partial").write_bytes(b"y" * 5)
+    names = [NAME, "m-00002-of-00002.gguf"]
+    report = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "_names": names}).result["report"]
+    assert report["complete"] == {NAME: 10}
+    assert report["partial_bytes"] == 5
+    assert report["free"] > 0
+    missing = run_module(gguf_shard_place, {"model_dir": str(tmp_path / "not/yet"), "_names": names})
+    assert missing.result["report"]["exists"] is False and missing.result["report"]["free"] > 0
+
+
+def test_relative_model_dir_is_refused(run_module):
+    outcome = run_module(gguf_shard_place, {"model_dir": "models", "_names": [NAME]})
+    assert outcome.failed and "absolute path" in outcome.result["msg"]
+
+
+def test_four_runs_check_apply_apply_check(run_module, server, tmp_path):
+    args = apply_args(tmp_path, [shard(server)])
+    first = run_module(gguf_shard_place, args, check_mode=True)
+    assert first.result["changed"] and not (tmp_path / "models").exists()
+    second = run_module(gguf_shard_place, args)
+    assert second.result["changed"] and second.result["fetched"][0]["downloaded"] == len(DATA)
+    path = tmp_path / "models" / NAME
+    assert path.read_bytes() == DATA and (path.stat().st_mode & 0o777) == 0o444
+    assert not (tmp_path / "models" / f"{NAME}.partial").exists()
+    manifest = json.loads((tmp_path / "models" / sf.MANIFEST).read_text(encoding="utf-8"))
+    assert manifest[NAME]["sha256"] == SHA
+    third = run_module(gguf_shard_place, args)
+    fourth = run_module(gguf_shard_place, args, check_mode=True)
+    assert not third.result["changed"] and not fourth.result["changed"]
+    assert third.result["verified"] == []  # the manifest spared the hash
+    full = run_module(gguf_shard_place, {**args, "verify": "full"})
+    assert not full.result["changed"] and full.result["verified"] == [NAME]
+
+
+def test_resume_after_broken_connection(server, tmp_path):
+    server.state["cut"] = [300_000]
+    partial = str(tmp_path / f"{NAME}.partial")
+    resumed_from, downloaded = sf.download(url_of(server), partial, shard(server), retries=2)
+    assert (resumed_from, downloaded) == (0, len(DATA))
+    assert server.state["requests"] == [None, "bytes=300000-"]
+
+
+def test_resume_across_processes_uses_the_sidecar(server, tmp_path):
+    partial = tmp_path / f"{NAME}.partial"
+    partial.write_bytes(DATA[:1000])
+    sf.write_json(str(tmp_path / f"{NAME}.partial.json"), {"size": len(DATA), "sha256": SHA, "etag": '"v1"'})
+    assert sf.download(url_of(server), str(partial), shard(server)) == (1000, len(DATA) - 1000)
+    assert sf.finish(str(tmp_path), shard(server), str(partial))["sha256"] == SHA
+
+
+def test_changed_etag_starts_over(server, tmp_path):
+    partial = tmp_path / f"{NAME}.partial"
+    partial.write_bytes(b"old bytes")
+    sf.write_json(str(tmp_path / f"{NAME}.partial.json"), {"size": len(DATA), "sha256": SHA, "etag": '"v0"'})
+    assert sf.download(url_of(server), str(partial), shard(server)) == (0, len(DATA))
+    assert partial.read_bytes() == DATA
+
+
+def test_server_ignoring_range_restarts_from_zero(server, tmp_path):
+    server.state["range"] = False
+    partial = tmp_path / f"{NAME}.partial"
+    partial.write_bytes(DATA[:5000])
+    sf.write_json(str(tmp_path / f"{NAME}.partial.json"), {"size": len(DATA), "sha256": SHA, "etag": '"v1"'})
+    sf.download(url_of(server), str(partial), shard(server))
+    assert partial.read_bytes() == DATA
+
+
+def test_checksum_mismatch_discards_and_changes_nothing(run_module, server, tmp_path):
+    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [shard(server, sha256="0" * 64)]))
+    assert outcome.failed and "checksum mismatch" in outcome.result["msg"]
+    left = sorted(os.listdir(tmp_path / "models"))
+    assert NAME not in left and f"{NAME}.partial" not in left
+
+
+def test_corrupt_file_is_fetched_again(run_module, server, tmp_path):
+    args = apply_args(tmp_path, [shard(server)])
+    run_module(gguf_shard_place, args)
+    path = tmp_path / "models" / NAME
+    path.chmod(0o644)
+    path.write_bytes(b"z" * len(DATA))
+    outcome = run_module(gguf_shard_place, args)
+    assert outcome.result["refetched"] == [NAME] and path.read_bytes() == DATA
+
+
+def test_links_and_stale_partials(run_module, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "m-00002-of-00002.gguf.partial").write_bytes(b"p")
+    args = {
+        "model_dir": str(models),
+        "_phase": "apply",
+        "_links": {"m-00002-of-00002.gguf": "/mnt/llamarpc/b/m-00002-of-00002.gguf"},
+        "_drop": ["m-00002-of-00002.gguf"],
+    }
+    checked = run_module(gguf_shard_place, args, check_mode=True)
+    assert checked.result["changed"] and (models / "m-00002-of-00002.gguf.partial").exists()
+    done = run_module(gguf_shard_place, args)
+    assert done.result["changed"]
+    assert os.readlink(models / "m-00002-of-00002.gguf") == "/mnt/llamarpc/b/m-00002-of-00002.gguf"
+    assert not (models / "m-00002-of-00002.gguf.partial").exists()
+    assert not run_module(gguf_shard_place, args).result["changed"]
+
+
+def test_refuses_to_replace_a_file_with_a_link(run_module, tmp_path):
+    (tmp_path / NAME).write_bytes(b"data")
+    outcome = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "_phase": "apply", "_links": {NAME: "/x"}})
+    assert outcome.failed and "is not a symlink" in outcome.result["msg"]
+    assert (tmp_path / NAME).read_bytes() == b"data"
+
+
+def test_controller_file_without_copy_asks_for_it(run_module, tmp_path):
+    entry = {"name": NAME, "size": len(DATA), "sha256": SHA}
+    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [entry]))
+    assert outcome.result["need_source"] == [NAME]
+    source = tmp_path / "copied"
+    source.write_bytes(DATA)
+    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [{**entry, "src": str(source)}]))
+    assert outcome.result["changed"] and (tmp_path / "models" / NAME).read_bytes() == DATA
+
+
+def test_progress_file(tmp_path):
+    progress = sf.Progress(str(tmp_path / sf.PROGRESS), NAME, 100, 10)
+    progress.update(55, force=True)
+    data = json.loads((tmp_path / sf.PROGRESS).read_text(encoding="utf-8"))
+    assert data["done"] == 55 and data["percent"] == 55.0 and data["resumed_from"] == 10
+
+
+def test_a_second_writer_is_refused(tmp_path):
+    held = sf.lock_dir(str(tmp_path))
+    try:
+        with pytest.raises(sf.FetchError, match=f"pid {os.getpid()}"):
+            sf.lock_dir(str(tmp_path), wait=0.3)
+    finally:
+        held.close()
