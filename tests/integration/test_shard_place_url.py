@@ -378,3 +378,19 @@ def test_bad_input_changes_nothing(tmp_path, model, nginx, hosts, change, messag
         for path in hosts.values():
             assert not (path / "models/tiny" / names[1]).exists() or (path / "models/tiny" / names[1]).is_symlink()
             assert not (path / "models/tiny" / f"{names[1]}.partial").exists()
+
+
+def test_controller_files(tmp_path, model, hosts):
+    """Files on the controller: hashed there, copied only to the host each is planned for, rerun unchanged."""
+    task = {
+        "model_dir": "{{ disk }}/models/tiny",
+        "coordinator": "a",
+        "files": [entry["path"] for entry in model["files"]],
+        "reserve": "256k",
+        "mount_root": "/mnt/llamarpc-test",
+    }
+    _code, results, _stdout = run_play(tmp_path, hosts, task, "--diff")
+    placed_ok(model, hosts, results)
+    assert "absent" in results["a"]["diff"]["before"]
+    _code, results, _stdout = run_play(tmp_path, hosts, task)
+    assert not any(result["changed"] for result in results.values())
