@@ -20,12 +20,12 @@ import os
 import re
 import time
 import urllib.parse
-import urllib.request
 
 from ansible import constants as C
 from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.formatters import human_to_bytes
+from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_plan as shard_plan
@@ -85,22 +85,25 @@ class ActionModule(ActionBase):
             {key: shard[key] for key in ("name", "size", "sha256", "etag", "url", "src_controller") if key in shard}
             for shard in mine
         ]
+        request_args = {
+            "phase": "apply",
+            "links": links,
+            "drop": [name for name in elsewhere if "partial" in report["files"].get(name, {})],
+            "headers": source_info.get("headers", {}),
+            "shards": self._with_sources(module_shards, report, task_vars),
+        }
         module_args = {
             "model_dir": args["model_dir"],
             "verify": args["verify"],
             "timeout": args["timeout"],
             "retries": args["retries"],
             "validate_certs": args["validate_certs"],
-            "_phase": "apply",
-            "_links": links,
-            "_drop": [name for name in elsewhere if "partial" in report["files"].get(name, {})],
-            "_headers": source_info.get("headers", {}),
+            "_request": request_args,
         }
-        module_args["_shards"] = self._with_sources(module_shards, report, task_vars)
         applied = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
         if applied.get("need_source"):
             need = set(applied["need_source"])
-            module_args["_shards"] = self._with_sources(
+            request_args["shards"] = self._with_sources(
                 [shard for shard in module_shards if shard["name"] in need], report, task_vars, force=True
             )
             again = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
@@ -196,7 +199,7 @@ class ActionModule(ActionBase):
         if args.get("hf_repo"):
             return resolve_hf(args)
         if args.get("urls"):
-            return resolve_urls(args["urls"], args["timeout"]), {}
+            return resolve_urls(args["urls"], args["timeout"], args["validate_certs"]), {}
         files = []
         for entry in args["files"]:
             try:
@@ -209,7 +212,10 @@ class ActionModule(ActionBase):
     def _stat(self, args, shards, task_vars):
         reply = self._execute_module(
             module_name=MODULE,
-            module_args={"model_dir": args["model_dir"], "_phase": "stat", "_names": [s["name"] for s in shards]},
+            module_args={
+                "model_dir": args["model_dir"],
+                "_request": {"phase": "stat", "names": [shard["name"] for shard in shards]},
+            },
             task_vars=task_vars,
         )
         if reply.get("failed") or reply.get("unreachable") or "report" not in reply:
@@ -348,7 +354,7 @@ def _first_line(exc):
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def resolve_urls(entries, timeout):
+def resolve_urls(entries, timeout, validate_certs=True):
     shards = []
     for entry in entries:
         url = entry["url"]
@@ -362,9 +368,8 @@ def resolve_urls(entries, timeout):
         size = entry.get("size")
         etag = None
         if size is None:
-            request = urllib.request.Request(url, method="HEAD")  # noqa: S310 - scheme checked above
             try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+                with open_url(url, method="HEAD", timeout=timeout, validate_certs=validate_certs) as response:
                     size = int(response.headers["Content-Length"])
                     etag = response.headers.get("ETag")
             except (OSError, TypeError, ValueError) as exc:

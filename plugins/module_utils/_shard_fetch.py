@@ -30,7 +30,9 @@ import shutil
 import tempfile
 import time
 import urllib.error
-import urllib.request
+import urllib.parse
+
+from ansible.module_utils.urls import open_url
 
 MANIFEST = ".llamarpc-shards.json"
 LOCK = ".llamarpc-shards.lock"
@@ -259,22 +261,37 @@ def _prepare_partial(partial, sidecar_path, shard):
 
 
 def _open(url, headers, start, timeout, validate_certs):
-    request = urllib.request.Request(url, method="GET")  # noqa: S310 - http(s) only, checked by the caller
-    for key, value in (headers or {}).items():
-        if key.lower() == "authorization":
-            # Not forwarded by urllib on redirects (a hub answers with a CDN location that must not see it).
-            request.add_unredirected_header(key, value)
-        else:
-            request.add_header(key, value)
-    request.add_header("Accept-Encoding", "identity")
-    if start:
-        request.add_header("Range", f"bytes={start}-")
-    context = None
-    if not validate_certs and url.startswith("https:"):
-        import ssl  # noqa: PLC0415 - only when asked
+    """GET ``url`` from byte ``start``; redirects are followed here so the token never leaves its origin.
 
-        context = ssl._create_unverified_context()  # noqa: S323 - the user turned verification off
-    return urllib.request.urlopen(request, timeout=timeout, context=context)  # noqa: S310
+    A hub answers a resolve URL with a redirect to a CDN: the Authorization header goes to the hub only.
+    """
+    origin = urllib.parse.urlsplit(url).netloc
+    for _hop in range(10):
+        same_origin = urllib.parse.urlsplit(url).netloc == origin
+        request_headers = {
+            key: value
+            for key, value in (headers or {}).items()
+            if same_origin or key.lower() not in {"authorization", "cookie"}
+        }
+        request_headers["Accept-Encoding"] = "identity"
+        if start:
+            request_headers["Range"] = f"bytes={start}-"
+        try:
+            return open_url(
+                url,
+                headers=request_headers,
+                timeout=timeout,
+                validate_certs=validate_certs,
+                follow_redirects="none",
+                http_agent="llamarpc.cluster gguf_shard_place",
+            )
+        except urllib.error.HTTPError as exc:
+            location = exc.headers.get("Location") if exc.headers else None
+            if exc.code in {301, 302, 303, 307, 308} and location:
+                url = urllib.parse.urljoin(url, location)
+                continue
+            raise
+    raise FetchError(f"too many redirects for {url}")
 
 
 def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):

@@ -146,6 +146,11 @@ options:
     description: Verify TLS certificates (hosts and controller).
     type: bool
     default: true
+  _request:
+    description:
+      - Internal. Set by the action plugin for each host (the phase, the shards, links and request headers);
+        not for playbooks.
+    type: dict
 notes:
   - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its
     final name before it is verified.
@@ -306,14 +311,11 @@ TASK_OPTIONS = {
     "validate_certs": {"type": "bool", "default": True},
 }
 
-HIDDEN_OPTIONS = {
-    "_phase": {"type": "str", "choices": ["stat", "apply"], "default": "stat"},
-    "_names": {"type": "list", "elements": "str", "default": []},
-    "_shards": {"type": "list", "elements": "dict", "default": []},
-    "_links": {"type": "dict", "default": {}},
-    "_drop": {"type": "list", "elements": "str", "default": []},
-    "_headers": {"type": "dict", "default": {}, "no_log": True},
-}
+# The one internal option: what the action plugin asks this host to do. ``phase`` ``stat`` reports the model
+# directory for ``names``; ``apply`` fetches/verifies ``shards``, removes the partials in ``drop`` and creates
+# ``links``; ``headers`` go with every request to the source's origin. Secret (it may hold a token).
+HIDDEN_OPTIONS = {"_request": {"type": "dict", "no_log": True}}
+REQUEST_DEFAULTS = {"phase": "stat", "names": [], "shards": [], "links": {}, "drop": [], "headers": {}}
 
 
 def apply(module, params):
@@ -438,7 +440,9 @@ def _save_manifest(path, manifest, before):
 
 def main():
     module = AnsibleModule(argument_spec={**TASK_OPTIONS, **HIDDEN_OPTIONS}, supports_check_mode=True)
-    params = module.params
+    params = dict(module.params)
+    request = {**REQUEST_DEFAULTS, **(params.pop("_request") or {})}
+    params.update({f"_{key}": value for key, value in request.items()})
     model_dir = params["model_dir"]
     if not os.path.isabs(model_dir):
         module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")

@@ -30,6 +30,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         state = self.server.state
+        state["auth"].append(self.headers.get("Authorization"))
+        if state["redirect"]:
+            self.send_response(302)
+            self.send_header("Location", state["redirect"])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         state["requests"].append(self.headers.get("Range"))
         start = 0
         if self.headers.get("Range") and state["range"]:
@@ -49,12 +56,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.connection.shutdown(2)
 
 
+def start_server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.state = {"requests": [], "range": True, "cut": [], "auth": [], "redirect": None}
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
 @pytest.fixture
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.state = {"requests": [], "range": True, "cut": []}
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = start_server()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def hub(server):
+    """A second server (another origin) that redirects every request to ``server`` (like a hub to its CDN)."""
+    httpd = start_server()
+    httpd.state["redirect"] = url_of(server)
     yield httpd
     httpd.shutdown()
     httpd.server_close()
@@ -69,23 +90,28 @@ def shard(server, **more):
 
 
 def apply_args(tmp_path, shards, **more):
-    return {"model_dir": str(tmp_path / "models"), "_phase": "apply", "_shards": shards, "retries": 1, **more}
+    return {
+        "model_dir": str(tmp_path / "models"),
+        "_request": {"phase": "apply", "shards": shards},
+        "retries": 1,
+        **more,
+    }
 
 
 def test_stat_reports_free_space_and_files(run_module, tmp_path):
     (tmp_path / NAME).write_bytes(b"x" * 10)
     (tmp_path / "m-00002-of-00002.gguf.partial").write_bytes(b"y" * 5)
     names = [NAME, "m-00002-of-00002.gguf"]
-    report = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "_names": names}).result["report"]
+    report = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "_request": {"names": names}}).result["report"]
     assert report["complete"] == {NAME: 10}
     assert report["partial_bytes"] == 5
     assert report["free"] > 0
-    missing = run_module(gguf_shard_place, {"model_dir": str(tmp_path / "not/yet"), "_names": names})
+    missing = run_module(gguf_shard_place, {"model_dir": str(tmp_path / "not/yet"), "_request": {"names": names}})
     assert missing.result["report"]["exists"] is False and missing.result["report"]["free"] > 0
 
 
 def test_relative_model_dir_is_refused(run_module):
-    outcome = run_module(gguf_shard_place, {"model_dir": "models", "_names": [NAME]})
+    outcome = run_module(gguf_shard_place, {"model_dir": "models", "_request": {"names": [NAME]}})
     assert outcome.failed and "absolute path" in outcome.result["msg"]
 
 
@@ -164,9 +190,11 @@ def test_links_and_stale_partials(run_module, tmp_path):
     (models / "m-00002-of-00002.gguf.partial").write_bytes(b"p")
     args = {
         "model_dir": str(models),
-        "_phase": "apply",
-        "_links": {"m-00002-of-00002.gguf": "/mnt/llamarpc/b/m-00002-of-00002.gguf"},
-        "_drop": ["m-00002-of-00002.gguf"],
+        "_request": {
+            "phase": "apply",
+            "links": {"m-00002-of-00002.gguf": "/mnt/llamarpc/b/m-00002-of-00002.gguf"},
+            "drop": ["m-00002-of-00002.gguf"],
+        },
     }
     checked = run_module(gguf_shard_place, args, check_mode=True)
     assert checked.result["changed"] and (models / "m-00002-of-00002.gguf.partial").exists()
@@ -179,7 +207,9 @@ def test_links_and_stale_partials(run_module, tmp_path):
 
 def test_refuses_to_replace_a_file_with_a_link(run_module, tmp_path):
     (tmp_path / NAME).write_bytes(b"data")
-    outcome = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "_phase": "apply", "_links": {NAME: "/x"}})
+    outcome = run_module(
+        gguf_shard_place, {"model_dir": str(tmp_path), "_request": {"phase": "apply", "links": {NAME: "/x"}}}
+    )
     assert outcome.failed and "is not a symlink" in outcome.result["msg"]
     assert (tmp_path / NAME).read_bytes() == b"data"
 
@@ -208,3 +238,15 @@ def test_a_second_writer_is_refused(tmp_path):
             sf.lock_dir(str(tmp_path), wait=0.3)
     finally:
         held.close()
+
+
+def test_token_stays_with_its_origin_across_a_redirect(server, hub, tmp_path):
+    partial = tmp_path / f"{NAME}.partial"
+    partial.write_bytes(DATA[:10])
+    sf.write_json(str(tmp_path / f"{NAME}.partial.json"), {"size": len(DATA), "sha256": SHA, "etag": '"v1"'})
+    headers = {"Authorization": "Bearer secret"}
+    sf.download(url_of(hub), str(partial), shard(hub), headers=headers)
+    assert partial.read_bytes() == DATA
+    assert hub.state["auth"] == ["Bearer secret"]
+    assert server.state["auth"] == [None]
+    assert server.state["requests"] == ["bytes=10-"]
