@@ -146,8 +146,8 @@ def build_options(
         opts.append(f"port={int(port)}")
     if direct_io:
         opts.append("direct_io")
-    for extra in extra_opts or ():
-        extra = _option_value("extra_opts item", extra).strip()
+    for item in extra_opts or ():
+        extra = _option_value("extra_opts item", item).strip()
         if not extra:
             raise SshfsError("extra_opts items must not be empty")
         if extra.split("=", 1)[0] in {"rw", "ro", "direct_io", "reconnect", "allow_other", "port", "IdentityFile"}:
@@ -165,9 +165,9 @@ def sshfs_argv(sshfs_bin, source, path, options):
 def signal_names(names):
     """Validated signal names without the SIG prefix, upper case, de-duplicated in order."""
     out = []
-    for name in names:
-        name = str(name).upper()
-        name = name[3:] if name.startswith("SIG") else name
+    for given in names:
+        upper = str(given).upper()
+        name = upper[3:] if upper.startswith("SIG") else upper
         if not hasattr(signal, f"SIG{name}") or name in {"KILL", "STOP"}:
             raise SshfsError(f"cannot ignore signal {name!r}: use names like HUP, TERM, INT, QUIT")
         if name not in out:

@@ -15,11 +15,11 @@ description:
   - Mounts O(src) (C(host:path)) at O(path) with C(sshfs -f) run by a systemd service generated for the mount
     (C(llamarpc-sshfs-<systemd-escape --path PATH>.service), C(Restart=always), enabled so it comes back after a
     reboot). Modelled on C(ansible.posix.mount).
-  - B(Signals.) By default sshfs is started with C(SIGHUP), C(SIGTERM), C(SIGINT) and C(SIGQUIT) ignored
-    (C(/bin/sh -c 'trap "" HUP TERM INT QUIT; exec "$@"') in C(ExecStart)): libfuse installs its own handler only
+  - "B(Signals.) By default sshfs is started with C(SIGHUP), C(SIGTERM), C(SIGINT) and C(SIGQUIT) ignored
+    (C(/bin/sh -c 'trap \"\" HUP TERM INT QUIT; exec \"$@\"') in C(ExecStart)) - libfuse installs its own handler only
     for a signal still at its default disposition, and its handler deadlocked under libfuse3 3.17.2. Since
     C(SIGTERM) is ignored, the unit stops sshfs by unmounting (C(fusermount3 -u)), which ends the FUSE session
-    cleanly; what is left gets C(SIGKILL) and a lazy unmount.
+    cleanly; what is left gets C(SIGKILL) and a lazy unmount."
   - B(Health.) An existing mount is recognised from C(/proc/self/mountinfo) (C(fuse.sshfs), same source). It is
     healthy when the unit's sshfs process is neither stopped nor stuck in C(D) state (C(/proc/PID/stat), wchan)
     and a stat of the mount point in a child process returns within O(health_timeout). The module never touches
@@ -56,7 +56,7 @@ options:
     choices: [mounted, unmounted, remounted, absent]
     default: mounted
   user:
-    description: Remote user (overrides nothing: must match a user given in O(src)).
+    description: Remote user; when O(src) names a user too, both must be the same.
     type: str
   port:
     description: SSH port of the serving host (default of ssh when unset).
@@ -86,7 +86,9 @@ options:
     type: int
     default: 3
   allow_other:
-    description: Let users other than root use the mount (C(-o allow_other)), for example a llama-server running as its own user.
+    description:
+      - Let users other than root use the mount (C(-o allow_other)), for example a llama-server running as its
+        own user.
     type: bool
     default: false
   direct_io:
@@ -96,7 +98,9 @@ options:
     type: bool
     default: false
   extra_opts:
-    description: More sshfs C(-o) options, one per item (for example V(Ciphers=aes128-gcm@openssh.com), V(max_read=131072)).
+    description:
+      - More sshfs C(-o) options, one per item (for example V(Ciphers=aes128-gcm@openssh.com),
+        V(max_read=131072)).
     type: list
     elements: str
     default: []
@@ -135,7 +139,9 @@ attributes:
     support: full
     details: The diff is the unit file.
 seealso:
-  - module: ansible.posix.mount
+  - name: ansible.posix.mount
+    description: The mount module this one is modelled on.
+    link: https://docs.ansible.com/ansible/latest/collections/ansible/posix/mount_module.html
   - name: sshfs(1)
     description: The sshfs manual page.
     link: https://manpages.debian.org/bookworm/sshfs/sshfs.1.en.html
@@ -238,6 +244,7 @@ actions:
   sample: [write unit, enable unit, lazy unmount (hung), restart unit]
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -307,10 +314,9 @@ def run_child(argv, timeout):
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        try:
+        # A child stuck in the kernel goes when the FUSE connection does; do not wait for it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass  # stuck in the kernel; it goes when the FUSE connection does
         return None
     return proc.returncode, out, err
 
@@ -469,7 +475,7 @@ class Mount:
             done = run_child([fusermount, "-u", "-z", self.path], timeout=15)
         entry = self.mount_entry()
         if entry is not None and entry["fstype"] == "fuse.sshfs":
-            self.module.fail_json(msg=f"could not lazily unmount {self.path}", actions=self.actions)
+            self.module.fail_json(msg=f"could not lazily unmount {self.path}", changed=True, actions=self.actions)
 
     def wait_healthy(self):
         deadline = time.monotonic() + self.module.params["mount_timeout"]
@@ -482,6 +488,7 @@ class Mount:
                     msg=f"{self.unit} started but the mount is not healthy after "
                     f"{self.module.params['mount_timeout']} s: {health} - {detail}. "
                     f"See: journalctl -u '{self.unit}'",
+                    changed=True,
                     health=health,
                     health_detail=detail,
                     unit=self.unit,
@@ -547,7 +554,9 @@ def main():
     show = facts["unit_state"]
 
     if state in {"unmounted", "absent"}:
-        ours = health != "foreign" and (facts["mount"] is not None or show.get("ActiveState") in {"active", "activating"})
+        ours = health != "foreign" and (
+            facts["mount"] is not None or show.get("ActiveState") in {"active", "activating"}
+        )
         if ours or show.get("ActiveState") in {"active", "activating", "reloading"}:
             mount.actions.append("stop unit")
         if facts["mount"] is not None and health not in {"foreign", "not_mounted"}:

@@ -1,0 +1,165 @@
+"""Helpers of the sshfs scenario's tests: lab hosts by name, the mount module run through Ansible, timing.
+
+Traffic goes only to this scenario's own lab hosts (the inventory molecule's create step wrote).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import testinfra
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
+SCENARIO = Path(__file__).resolve().parents[1]
+REPO = SCENARIO.parents[1]
+BIN = Path(sys.executable).parent
+
+CLIENT = "node1"
+SERVER = "node2"
+EXPORT_DIR = "/data/shards"
+EXPORT_USER = "llamarpc-shards"
+MOUNT = "/data/models/node2"
+UNIT = "llamarpc-sshfs-data-models-node2.service"
+KEY = "/etc/llamarpc/sshfs/id_ed25519"
+KNOWN_HOSTS = "/etc/llamarpc/sshfs/known_hosts"
+BIG = "model-00001-of-00003.gguf"
+FILES = ["model-00001-of-00003.gguf", "model-00002-of-00003.gguf", "model-00003-of-00003.gguf"]
+
+
+def lab(name):
+    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def address(name):
+    return testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_variables(name)["ansible_host"]
+
+
+def mount_args(**extra):
+    """The converge's arguments of sshfs_masked_mount, with ``extra`` on top."""
+    args = {
+        "src": f"{EXPORT_USER}@{address(SERVER)}:/",
+        "path": MOUNT,
+        "identity_file": KEY,
+        "known_hosts_file": KNOWN_HOSTS,
+        "allow_other": True,
+    }
+    args.update(extra)
+    return args
+
+
+def ansible_env():
+    return {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+    }
+
+
+def run_mount(args, *, check=False, diff=False, host=CLIENT, timeout=300):
+    """Run llamarpc.cluster.sshfs_masked_mount on ``host`` through ansible; its result (with ``failed``)."""
+    cmd = [
+        str(BIN / "ansible"),
+        host,
+        "-i",
+        INVENTORY,
+        "-o",
+        "-m",
+        "llamarpc.cluster.sshfs_masked_mount",
+        "-a",
+        json.dumps(args),
+    ]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    done = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False, env=ansible_env()
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith(f"{host} | ") and " => " in line:
+            result = json.loads(line.split(" => ", 1)[1])
+            result.setdefault("failed", done.returncode != 0)
+            return result
+    raise AssertionError(f"no result from ansible (rc {done.returncode}): {done.stdout}\n{done.stderr}")
+
+
+def unit_state(host, unit=UNIT):
+    out = host.check_output(f"systemctl show -p ActiveState,SubState,MainPID,NRestarts,UnitFileState {unit}")
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def sshfs_entry(host, path=MOUNT):
+    """The fuse.sshfs line of /proc/self/mountinfo at ``path`` (fields after ' - '), or None."""
+    for line in host.check_output("cat /proc/self/mountinfo").splitlines():
+        fields = line.split()
+        if fields[4] == path and "fuse.sshfs" in fields:
+            return fields[fields.index("-") + 1 :]
+    return None
+
+
+def sig_ignored(host, pid):
+    """Signal numbers in SigIgn of /proc/PID/status."""
+    line = host.check_output(f"grep ^SigIgn: /proc/{int(pid)}/status")
+    mask = int(line.split(":", 1)[1].strip(), 16)
+    return {n + 1 for n in range(64) if mask >> n & 1}
+
+
+def sha256(host, path):
+    return host.check_output(f"timeout 120 sha256sum {path}").split()[0]
+
+
+def timed(host, command):
+    """Seconds ``command`` (a shell command) takes on ``host``, timed there."""
+    code = (
+        "import subprocess,sys,time; t=time.monotonic(); "
+        "subprocess.run(sys.argv[1], shell=True, check=True); print(time.monotonic()-t)"
+    )
+    out = host.check_output(f"python3 -c {shell_quote(code)} {shell_quote(command)}")
+    return float(out.strip().splitlines()[-1])
+
+
+def shell_quote(text):
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def wait_for(predicate, timeout, interval=1.0):
+    """Poll ``predicate`` until it is true or ``timeout`` seconds passed; returns the last value."""
+    deadline = time.monotonic() + timeout
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = predicate()
+    return value
+
+
+def ssh_as_export_user(host, remote_args, stdin="/dev/null", timeout=20):
+    """ssh from the client with the SFTP-only key (host key pinned): (exit status, stdout, stderr).
+
+    The status travels in stdout: testinfra takes an exit status of 255 for a failure of its own connection."""
+    result = host.run(
+        f"timeout {timeout} ssh -i {KEY} -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile={KNOWN_HOSTS} "
+        f"-o StrictHostKeyChecking=yes {remote_args} < {stdin}; echo ssh-exit=$?"
+    )
+    out, marker, status = result.stdout.rpartition("ssh-exit=")
+    assert marker, result.stdout
+    return int(status.strip()), out, result.stderr
+
+
+def sftp_batch(host, commands):
+    """sftp -b with the SFTP-only key; commands one per line."""
+    script = "\n".join(commands) + "\n"
+    return host.run(
+        f"printf %s {shell_quote(script)} | timeout 30 sftp -b - -i {KEY} -o IdentitiesOnly=yes -o BatchMode=yes "
+        f"-o UserKnownHostsFile={KNOWN_HOSTS} -o StrictHostKeyChecking=yes {EXPORT_USER}@{address(SERVER)}"
+    )
