@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import testinfra
 
 INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
@@ -26,6 +27,7 @@ MODELS = f"{WORK}/models"
 MASTER = "node1"
 WORKERS = ["node2", "node3"]
 LSYNCD_CONFIG = "/data/home/pool/.lsyncd.conf.lua"
+SHARD = f"{MODELS}/qwen2.5-32b-instruct-q4_k_m-00004-of-00005.gguf"
 
 
 def lab(name):
@@ -137,3 +139,14 @@ def restart_lsyncd_by_kill(host):
     )
     assert after, f"systemd did not restart lsyncd: {unit_state(host)}"
     return before, after["MainPID"]
+
+
+@pytest.fixture(scope="session")
+def shards():
+    """Shards downloaded straight onto the workers after converge (4 MiB of random bytes each), and when.
+
+    Placed when the disable-mode checks start; test_4_shards_survive.py waits until two minutes have passed
+    since then (the checks in between, test_2 and test_3, run inside those two minutes).
+    """
+    placed = {name: put_file(lab(name), SHARD, size_kib=4096) for name in WORKERS}
+    return {"sha256": placed, "at": time.monotonic(), "epoch": int(lab(MASTER).check_output("date +%s"))}

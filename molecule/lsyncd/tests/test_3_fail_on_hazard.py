@@ -1,7 +1,8 @@
 """lsyncd_neutralize_fail_on_hazard: a hazard the role cannot neutralise fails the play, with what and where.
 
 A tmpfiles.d rule that ages out files in the model directory is such a hazard (the role reports tmpfiles
-rules, it does not rewrite them). It is planted on node3 for the duration of the test only.
+rules, it does not rewrite them). It is planted on node3 for the duration of the test only. The audit runs
+change nothing (asserted), so they run inside the two minutes the disable-mode shards must survive.
 """
 
 from __future__ import annotations
