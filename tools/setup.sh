@@ -12,13 +12,19 @@ fi
 # Controller packages: the lab (nspawn, debootstrap, namespaces, tc, loop ext4), SSH, FUSE, and the toolchain
 # llama.cpp is built with.
 APT_PACKAGES=(systemd-container debootstrap iproute2 nftables e2fsprogs openssh-client sshfs fuse3 rsync
-              python3 python3-venv python3-dev ca-certificates git make cmake g++ libgomp1 procps psmisc)
+              python3 python3-venv python3-dev ca-certificates git make cmake g++ libgomp1 procps psmisc
+              nginx-light)  # nginx: a real HTTP server with Range, for the shard download tests (loopback only)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
+  # Packages only: no daemon (nginx, sshd, ...) may start on this machine because it was installed.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
