@@ -89,7 +89,6 @@ class ActionModule(ActionBase):
             "phase": "apply",
             "links": links,
             "drop": [name for name in elsewhere if "partial" in report["files"].get(name, {})],
-            "headers": source_info.get("headers", {}),
             "shards": self._with_sources(module_shards, report, task_vars),
         }
         module_args = {
@@ -99,6 +98,7 @@ class ActionModule(ActionBase):
             "retries": args["retries"],
             "validate_certs": args["validate_certs"],
             "_request": request_args,
+            "_headers": source_info.get("headers", {}),
         }
         applied = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
         if applied.get("need_source"):

@@ -148,8 +148,11 @@ options:
     default: true
   _request:
     description:
-      - Internal. Set by the action plugin for each host (the phase, the shards, links and request headers);
-        not for playbooks.
+      - Internal. Set by the action plugin for each host (the phase, the shards and links); not for playbooks.
+    type: dict
+  _headers:
+    description:
+      - Internal. Request headers for the source (the hub token) set by the action plugin; not for playbooks.
     type: dict
 notes:
   - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its
@@ -313,9 +316,10 @@ TASK_OPTIONS = {
 
 # The one internal option: what the action plugin asks this host to do. ``phase`` ``stat`` reports the model
 # directory for ``names``; ``apply`` fetches/verifies ``shards``, removes the partials in ``drop`` and creates
-# ``links``; ``headers`` go with every request to the source's origin. Secret (it may hold a token).
-HIDDEN_OPTIONS = {"_request": {"type": "dict", "no_log": True}}
-REQUEST_DEFAULTS = {"phase": "stat", "names": [], "shards": [], "links": {}, "drop": [], "headers": {}}
+# ``links``. ``_headers`` go with every request to the source's origin: secret (they may hold a token), and
+# apart so that no_log masks only them (it masks every string of a no_log value wherever it appears).
+HIDDEN_OPTIONS = {"_request": {"type": "dict"}, "_headers": {"type": "dict", "no_log": True}}
+REQUEST_DEFAULTS = {"phase": "stat", "names": [], "shards": [], "links": {}, "drop": []}
 
 
 def apply(module, params):
@@ -443,6 +447,7 @@ def main():
     params = dict(module.params)
     request = {**REQUEST_DEFAULTS, **(params.pop("_request") or {})}
     params.update({f"_{key}": value for key, value in request.items()})
+    params["_headers"] = params["_headers"] or {}
     model_dir = params["model_dir"]
     if not os.path.isabs(model_dir):
         module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")

@@ -21,9 +21,6 @@ import pytest
 import test_shard_place_url as url_tests
 from test_shard_place_url import REPO, free_port, placed_ok, run_play
 
-# The tiny model and the three tmpfs "hosts" are shared with the URL tests (fixtures "model" and "hosts").
-shared_model = url_tests.model
-shared_hosts = url_tests.hosts
 OLAH_VENV = REPO / ".cache" / "olah-venv"
 OLAH_VERSION = "0.5.4"
 REPO_ID = "llamarpc/tiny-gguf"
@@ -69,6 +66,17 @@ def lfs_repo(root, model):
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "tiny model")
     return path
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return url_tests.make_model(tmp_path_factory)
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    with url_tests.tmpfs_hosts(tmp_path) as dirs:
+        yield dirs
 
 
 @pytest.fixture(scope="module")

@@ -44,13 +44,35 @@ def free_port():
     return port
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def make_model(tmp_path_factory):
+    """The tiny model in 3 shards (tools/tiny_gguf.py), with sizes and sha256."""
     sys.path.insert(0, str(REPO / "tools"))
     import tiny_gguf  # noqa: PLC0415
 
     out = tmp_path_factory.mktemp("model")
     return tiny_gguf.generate(out, preset="tiny", shards=3)
+
+
+@contextlib.contextmanager
+def tmpfs_hosts(tmp_path):
+    """Three hosts' model directories, each on a tmpfs of its own size (coordinator a: too small)."""
+    sizes = {"a": "7m", "b": "12m", "c": "4m"}
+    dirs = {}
+    try:
+        for name, size in sizes.items():
+            base = tmp_path / f"disk-{name}"
+            base.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(base)], check=True)
+            dirs[name] = base
+        yield dirs
+    finally:
+        for base in dirs.values():
+            subprocess.run(["umount", "-l", str(base)], check=False)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return make_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -101,17 +123,8 @@ http {{
 
 @pytest.fixture
 def hosts(tmp_path):
-    """Three hosts' model directories, each on a tmpfs of its own size (coordinator a: too small)."""
-    sizes = {"a": "7m", "b": "12m", "c": "4m"}
-    dirs = {}
-    for name, size in sizes.items():
-        base = tmp_path / f"disk-{name}"
-        base.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(base)], check=True)
-        dirs[name] = base
-    yield dirs
-    for base in dirs.values():
-        subprocess.run(["umount", "-l", str(base)], check=False)
+    with tmpfs_hosts(tmp_path) as dirs:
+        yield dirs
 
 
 def descendants(pid):
