@@ -244,10 +244,8 @@ actions:
   sample: [write unit, enable unit, lazy unmount (hung), restart unit]
 """
 
-import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -273,18 +271,18 @@ try:
     if not name:
         with os.scandir(root) as entries:
             files = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
-        if not files:
-            print(json.dumps({"ok": None, "error": "no file to try"}))
-            sys.exit(0)
-        name = files[0]
-    with open(os.path.join(root, name), "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            print(json.dumps({"ok": None, "error": "empty file"}))
-            sys.exit(0)
-        with mmap.mmap(handle.fileno(), min(size, 4096), access=mmap.ACCESS_READ) as mapped:
-            mapped[0]
-    print(json.dumps({"ok": True, "file": name}))
+        name = files[0] if files else ""
+    if not name:
+        print(json.dumps({"ok": None, "error": "no file to try"}))
+    else:
+        with open(os.path.join(root, name), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                print(json.dumps({"ok": None, "error": "empty file"}))
+            else:
+                with mmap.mmap(handle.fileno(), min(size, 4096), access=mmap.ACCESS_READ) as mapped:
+                    mapped[0]
+                print(json.dumps({"ok": True, "file": name}))
 except OSError as err:
     print(json.dumps({"ok": False, "file": name, "error": "%s (errno %d)" % (err.strerror, err.errno)}))
 """
@@ -305,25 +303,22 @@ print(json.dumps({"bytes": total, "seconds": elapsed}))
 """
 
 
-def run_child(argv, timeout):
-    """(returncode, stdout, stderr) of a child, or None when it did not finish in ``timeout`` (then killed)."""
-    proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        # A child stuck in the kernel goes when the FUSE connection does; do not wait for it.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=2)
+def run_child(module, argv, timeout):
+    """(returncode, stdout, stderr) of a child, or None when it did not finish in ``timeout`` seconds.
+
+    timeout(1) ends it with SIGKILL: a process waiting on a hung FUSE mount dies of it (the kernel waits for a
+    FUSE answer killably), so the module never blocks on the mount itself.
+    """
+    timeout_bin = module.get_bin_path("timeout", required=True)
+    rc, out, err = module.run_command([timeout_bin, "--signal=KILL", f"{timeout:g}", *argv])
+    if rc in {124, 137}:
         return None
-    return proc.returncode, out, err
+    return rc, out, err
 
 
-def python_child(code, args, timeout):
+def python_child(module, code, args, timeout):
     """JSON printed by ``code`` run with the module's Python, or None on timeout."""
-    done = run_child([sys.executable, "-c", code, *args], timeout)
+    done = run_child(module, [sys.executable, "-c", code, *args], timeout)
     if done is None:
         return None
     rc, out, err = done
@@ -437,7 +432,7 @@ class Mount:
         stat_result = None
         expected = self.source if self.source is not None else (mount or {}).get("source")
         if mount is not None and mount["fstype"] == "fuse.sshfs" and mount["source"] == expected:
-            probe = python_child(_STAT_CODE, [self.path], params["health_timeout"])
+            probe = python_child(self.module, _STAT_CODE, [self.path], params["health_timeout"])
             stat_result = "timeout" if probe is None else ("ok" if probe.get("ok") else probe.get("error"))
         health, detail = _sshfs.classify_health(
             mount=mount, source=expected, stat_result=stat_result, proc_states=states, unit_active=active
@@ -469,10 +464,10 @@ class Mount:
     def lazy_unmount(self):
         """Detach the mount without touching the (possibly hung) file system; bounded in time."""
         umount = self.module.get_bin_path("umount", required=True)
-        done = run_child([umount, "--lazy", "--no-canonicalize", self.path], timeout=15)
+        done = run_child(self.module, [umount, "--lazy", "--no-canonicalize", self.path], timeout=15)
         if done is None or done[0] != 0:
             fusermount = self.module.get_bin_path("fusermount3", required=True)
-            done = run_child([fusermount, "-u", "-z", self.path], timeout=15)
+            run_child(self.module, [fusermount, "-u", "-z", self.path], timeout=15)
         entry = self.mount_entry()
         if entry is not None and entry["fstype"] == "fuse.sshfs":
             self.module.fail_json(msg=f"could not lazily unmount {self.path}", changed=True, actions=self.actions)
@@ -500,13 +495,13 @@ class Mount:
         params = self.module.params
         name = params["read_probe"] or ""
         timeout = max(30.0, params["health_timeout"])
-        mapped = python_child(_MMAP_CODE, [self.path, name], timeout)
+        mapped = python_child(self.module, _MMAP_CODE, [self.path, name], timeout)
         result["mmap_ok"] = None if mapped is None else mapped.get("ok")
         if mapped and mapped.get("error"):
             result["mmap_detail"] = mapped["error"]
         if params["read_probe"]:
             limit = params["read_probe_mb"] * 1000 * 1000
-            read = python_child(_READ_CODE, [os.path.join(self.path, name), str(limit)], 600)
+            read = python_child(self.module, _READ_CODE, [os.path.join(self.path, name), str(limit)], 600)
             if read is None or "bytes" not in read:
                 self.module.fail_json(msg=f"read probe of {name} failed: {read}", **result)
             result["probe_bytes"] = read["bytes"]

@@ -77,7 +77,7 @@ def host(monkeypatch, tmp_path):
             return "Name:\tsshfs\nSigIgn:\t0000000000005007\n"
         return "fuse_dev_do_read\n"
 
-    def python_child(code, args, timeout):
+    def python_child(module, code, args, timeout):
         if code is smm._STAT_CODE:
             return (
                 None
@@ -88,7 +88,7 @@ def host(monkeypatch, tmp_path):
             return {"ok": fake.mmap_ok}
         return {"bytes": 16_000_000, "seconds": 1.6}
 
-    def run_child(argv, timeout):
+    def run_child(module, argv, timeout):
         fake.calls.append(argv)
         fake.mounted = False
         return 0, "", ""
