@@ -302,6 +302,10 @@ class Host:
         if not os.path.exists(machine_id) or os.path.getsize(machine_id) == 0:
             self.write(machine_id, uuid.uuid4().hex + "\n", force=True)
         uid, gid, home = self.admin_account()
+        # Linger keeps the admin's user manager running between logins. Without it, a login that arrives while
+        # user@UID is stopping (10 s after the previous session ended) waits for the stop and start, and
+        # Ansible's become times out (seen on lab hosts after a controller-side pause between tasks).
+        self.write(os.path.join(self.upper, "var/lib/systemd/linger", self.p["admin_user"]), "")
         ssh_dir = os.path.join(self.upper, home.lstrip("/"), ".ssh")
         if (
             self.write(os.path.join(ssh_dir, "authorized_keys"), p["authorized_key"].strip() + "\n", mode=0o600)
