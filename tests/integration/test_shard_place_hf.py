@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 import test_shard_place_url as url_tests
-from test_shard_place_url import REPO, free_port, placed_ok, run_play
+from test_shard_place_url import REPO, free_port, placed_ok, run_play, stop, wait_listening
 
 OLAH_VENV = REPO / ".cache" / "olah-venv"
 OLAH_VERSION = "0.5.4"
@@ -105,23 +104,9 @@ offline = true
     proc = subprocess.Popen(
         [str(cli), "-c", str(config)], cwd=root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError(f"olah did not start: {(root / 'olah.log').read_text()}") from None
-            time.sleep(0.2)
+    wait_listening(proc, port, 60, root / "olah.log", "olah")
     yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc)
     log.close()
 
 

@@ -70,6 +70,30 @@ def tmpfs_hosts(tmp_path):
             subprocess.run(["umount", "-l", str(base)], check=False)
 
 
+def wait_listening(proc, port, timeout, log, what):
+    """Wait until ``proc`` (a test server) accepts connections on 127.0.0.1:``port``; kill it and fail otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"{what} did not start: {Path(log).read_text()}") from None
+            time.sleep(0.1)
+
+
+def stop(proc):
+    """Terminate a test server, killing it when it does not go within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return make_model(tmp_path_factory)
@@ -106,19 +130,9 @@ http {{
         encoding="utf-8",
     )
     proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)], stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError(f"nginx did not start: {(root / 'error.log').read_text()}") from None
-            time.sleep(0.1)
+    wait_listening(proc, port, 10, root / "error.log", "nginx")
     yield {"port": port, "base": f"http://127.0.0.1:{port}", "access_log": root / "access.log"}
-    proc.terminate()
-    proc.wait(timeout=10)
+    stop(proc)
 
 
 @pytest.fixture
