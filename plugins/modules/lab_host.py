@@ -245,6 +245,8 @@ class Host:
                 applied = int(handle.read().strip() or 0)
         except (OSError, ValueError):
             applied = 0
+        if not rate and not applied:
+            return  # no cap asked for and none applied: nothing to read back
         sides = ([], self.p["veth"]), (["-n", self.p["netns"]], "eth0")
         present = all("tbf" in self.m.run_command([tc] + ns + ["qdisc", "show", "dev", dev])[1] for ns, dev in sides)
         if rate and (applied != rate or not present):
