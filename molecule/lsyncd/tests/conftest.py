@@ -6,21 +6,16 @@ Traffic goes only to this scenario's own lab hosts (the inventory molecule's cre
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import testinfra
+from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for  # noqa: F401 - re-exported to the tests
 
-INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
 EPHEMERAL = Path(INVENTORY).parent
 SCENARIO = Path(__file__).resolve().parents[1]
-REPO = SCENARIO.parents[1]
-BIN = Path(sys.executable).parent
 
 WORK = "/data/home/pool/work"
 MODELS = f"{WORK}/models"
@@ -28,25 +23,6 @@ MASTER = "node1"
 WORKERS = ["node2", "node3"]
 LSYNCD_CONFIG = "/data/home/pool/.lsyncd.conf.lua"
 SHARD = f"{MODELS}/qwen2.5-32b-instruct-q4_k_m-00004-of-00005.gguf"
-
-
-def lab(name):
-    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
-
-
-def ansible_env(**extra):
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-    }
-    env.update(extra)
-    return env
 
 
 def playbook(name, *args, timeout=600):
@@ -116,16 +92,6 @@ def put_file(host, path, size_kib=0, text=None):
 def sha256(host, path):
     result = host.run(f"sha256sum {path}")
     return result.stdout.split()[0] if result.rc == 0 else None
-
-
-def wait_for(predicate, timeout, interval=1.0):
-    """Poll ``predicate`` until it is true or ``timeout`` seconds passed; returns the last value."""
-    deadline = time.monotonic() + timeout
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = predicate()
-    return value
 
 
 def restart_lsyncd_by_kill(host):

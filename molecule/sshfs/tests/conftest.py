@@ -6,19 +6,14 @@ Traffic goes only to this scenario's own lab hosts (the inventory molecule's cre
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import testinfra
 import testinfra.utils.ansible_runner
+from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for  # noqa: F401 - re-exported to the tests
 
-INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
 SCENARIO = Path(__file__).resolve().parents[1]
-REPO = SCENARIO.parents[1]
-BIN = Path(sys.executable).parent
 
 CLIENT = "node1"
 SERVER = "node2"
@@ -30,11 +25,6 @@ KEY = "/etc/llamarpc/sshfs/id_ed25519"
 KNOWN_HOSTS = "/etc/llamarpc/sshfs/known_hosts"
 BIG = "model-00001-of-00003.gguf"
 FILES = ["model-00001-of-00003.gguf", "model-00002-of-00003.gguf", "model-00003-of-00003.gguf"]
-
-
-def lab(name):
-    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
 
 
 def address(name):
@@ -52,18 +42,6 @@ def mount_args(**extra):
     }
     args.update(extra)
     return args
-
-
-def ansible_env():
-    return {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-    }
 
 
 def run_mount(args, *, check=False, diff=False, host=CLIENT, timeout=300):
@@ -131,16 +109,6 @@ def timed(host, command):
 
 def shell_quote(text):
     return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
-def wait_for(predicate, timeout, interval=1.0):
-    """Poll ``predicate`` until it is true or ``timeout`` seconds passed; returns the last value."""
-    deadline = time.monotonic() + timeout
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = predicate()
-    return value
 
 
 def ssh_as_export_user(host, remote_args, stdin="/dev/null", timeout=20):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+from labtest import INVENTORY, lab
 
-INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -20,10 +20,7 @@ STATE = (
 
 
 def snapshot():
-    return {
-        name: testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}").check_output(STATE)
-        for name in WORKERS
-    }
+    return {name: lab(name).check_output(STATE) for name in WORKERS}
 
 
 @pytest.mark.parametrize(

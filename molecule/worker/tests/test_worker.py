@@ -1,25 +1,22 @@
 """Verify the RPC workers: unprivileged and hardened, bound to the lab address, reachable only from the
 coordinator, probed over their own protocol, restarted by systemd, and caching large tensors after a load."""
 
-import os
 import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+from labtest import INVENTORY, REPO, lab
 
-INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
 COORDINATOR = RUNNER.get_hosts("coordinator")[0]
 NON_COORDINATORS = [h for h in WORKERS if h != COORDINATOR]
 PORT = 50052
 SERVICE = "llamarpc-rpc-worker"
-REPO = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 testinfra_hosts = WORKERS
 
 
@@ -27,13 +24,9 @@ def address(name):
     return RUNNER.get_variables(name)["ansible_host"]
 
 
-def remote(name):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
-
-
 def probe_from(name, targets):
     """rpc_endpoint_facts run on host ``name`` against ``targets`` (names)."""
-    result = remote(name).ansible(
+    result = lab(name).ansible(
         "llamarpc.cluster.rpc_endpoint_facts",
         f"endpoints={','.join(f'{address(t)}:{PORT}' for t in targets)} timeout=3",
         check=False,
@@ -49,7 +42,7 @@ def connect_from(name, target):
         f"r=s.connect_ex(('{address(target)}',{PORT})); "
         "print({0:'accepted',errno.ECONNREFUSED:'refused'}.get(r,'error %d' % r)); s.close()"
     )
-    return remote(name).check_output(f"python3 -c {shlex.quote(code)}")
+    return lab(name).check_output(f"python3 -c {shlex.quote(code)}")
 
 
 def test_service_runs_as_the_unprivileged_user(host):
@@ -105,7 +98,7 @@ def test_probe_reports_protocol_and_memory_of_every_worker():
 
 
 def test_systemd_brings_a_killed_worker_back():
-    host = remote(NON_COORDINATORS[-1])
+    host = lab(NON_COORDINATORS[-1])
     before = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
     host.run(f"kill -9 {before}")
     deadline = time.monotonic() + 30
@@ -128,8 +121,8 @@ def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
     )
     model = next(tmp_path.glob("*.gguf"))
     for worker in NON_COORDINATORS:  # start from empty caches, so what is found was cached by this load
-        remote(worker).run("find /var/cache/llamarpc/rpc-worker/rpc -type f -delete")
-    coordinator = remote(COORDINATOR)
+        lab(worker).run("find /var/cache/llamarpc/rpc-worker/rpc -type f -delete")
+    coordinator = lab(COORDINATOR)
     coordinator.ansible("ansible.builtin.copy", f"src={model} dest=/tmp/cache-model.gguf mode=0644", check=False)
     pid = coordinator.check_output(f"systemctl show -p MainPID --value {SERVICE}")
     bin_dir = coordinator.check_output(f"dirname $(readlink /proc/{pid}/exe)")
@@ -153,7 +146,7 @@ def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
     # (the cache preset has six, the FFN matrices), each cached file being one of those.
     cached = []
     for worker in NON_COORDINATORS:
-        listing = remote(worker).check_output("find /var/cache/llamarpc/rpc-worker/rpc -type f -printf '%s\\n'")
+        listing = lab(worker).check_output("find /var/cache/llamarpc/rpc-worker/rpc -type f -printf '%s\\n'")
         cached += [int(size) for size in listing.split()]
     assert len(cached) == 6, cached
     assert all(size > 10 * 1024 * 1024 for size in cached)

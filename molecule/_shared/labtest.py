@@ -1,0 +1,47 @@
+"""What every scenario's testinfra tests need of the lab: its inventory, its hosts, Ansible's environment, polling.
+
+Importable from any scenario's tests because pyproject.toml puts molecule/_shared on pytest's pythonpath.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import testinfra
+
+#: The inventory the lab role wrote for this scenario (set by .config/molecule/config.yml).
+INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def lab(name):
+    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def ansible_env(**extra):
+    """Environment for ansible/ansible-playbook run by a test against the lab."""
+    return {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        **extra,
+    }
+
+
+def wait_for(predicate, timeout, interval=1.0):
+    """Poll ``predicate`` until it is true or ``timeout`` seconds passed; returns the last value."""
+    deadline = time.monotonic() + timeout
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = predicate()
+    return value
