@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for  # noqa: F401 - re-exported to the tests
+from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for
 
 EPHEMERAL = Path(INVENTORY).parent
 SCENARIO = Path(__file__).resolve().parents[1]

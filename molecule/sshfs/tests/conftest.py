@@ -11,7 +11,7 @@ from pathlib import Path
 
 import testinfra
 import testinfra.utils.ansible_runner
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for  # noqa: F401 - re-exported to the tests
+from labtest import BIN, INVENTORY, REPO, ansible_env
 
 SCENARIO = Path(__file__).resolve().parents[1]
 

@@ -13,15 +13,14 @@ from conftest import (
     SERVER,
     UNIT,
     address,
-    lab,
     mount_args,
     run_mount,
     sha256,
     sig_ignored,
     sshfs_entry,
     unit_state,
-    wait_for,
 )
+from labtest import lab, wait_for
 
 MASKED = {signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
 

@@ -7,11 +7,11 @@ from conftest import (
     FILES,
     SERVER,
     address,
-    lab,
     sftp_batch,
     sha256,
     ssh_as_export_user,
 )
+from labtest import lab
 
 
 def test_private_key_was_made_on_the_client_and_stays_there():

@@ -9,14 +9,13 @@ from conftest import (
     EXPORT_USER,
     MOUNT,
     SERVER,
-    lab,
     mount_args,
     run_mount,
     sha256,
     sshfs_entry,
     unit_state,
-    wait_for,
 )
+from labtest import lab, wait_for
 
 
 def healthy_again(client):

@@ -10,11 +10,11 @@ from conftest import (
     MOUNT,
     SERVER,
     address,
-    lab,
     mount_args,
     run_mount,
     timed,
 )
+from labtest import lab
 
 SEED_MOUNT = "/data/models/node2-direct-io"
 BENCH_KEY = "/root/.ssh/llamarpc-bench"
