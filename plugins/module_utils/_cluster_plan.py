@@ -1,0 +1,362 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The memory-aware planner: which RPC workers hold the model's layers, and in what proportions.
+
+Standard library only and no Ansible imports: the module ``llama_cluster_plan`` uses it on the coordinator, and the
+coordinator's supervisor (installed by the ``llama_coordinator`` role) imports the same file to re-plan without a
+worker that stays down.
+
+The model (``summarize``): weight bytes per repeating layer and of the output layer, read from the GGUF header; the
+token embeddings stay on the coordinator's CPU whatever the plan (llama.cpp never offloads the input layer).
+KV cache per layer = cells x KV heads x (key width x bytes per key element + value width x bytes per value element),
+cells = per-slot context x parallel slots, rounded up to 256 (llama.cpp pads the cache).
+
+Layers go to devices exactly as llama.cpp does it with ``-ngl all`` (``src/llama-model.cpp``, ``load_tensors``):
+normalised cumulative ``--tensor-split`` fractions; layer ``il`` of ``n_layer + 1`` slots (the last slot is the output
+layer) goes to the first device whose cumulative fraction exceeds ``il / (n_layer + 1)`` (``std::upper_bound`` on
+float32 values).
+
+Workers: what each can hold is its MemAvailable (or its cgroup's remaining memory, whichever is smaller) minus a
+headroom, minus a compute-buffer overhead; CPU workers report free == total over RPC, so that figure is never used.
+Strategy ``fewest`` takes the smallest number of reachable workers, largest first, whose layers fit (whole
+-layer slot counts in proportion to memory, moved from a short worker to a roomy one when needed)
+(every extra worker is an extra network hop per token); ``all`` uses every reachable worker.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+CELL_PAD = 256
+
+# Bytes per element of the KV cache types llama-server accepts (--cache-type-k / --cache-type-v).
+CACHE_TYPE_BYTES = {
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
+    "q4_1": 20 / 32,
+    "iq4_nl": 18 / 32,
+    "q5_0": 22 / 32,
+    "q5_1": 24 / 32,
+}
+
+STRATEGIES = ("fewest", "all")
+
+
+class PlanError(Exception):
+    """The request cannot be planned; the message says what to do."""
+
+
+def human_bytes(value):
+    """1536 -> '1.5 KiB' (binary units, one decimal)."""
+    value = float(value)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+        value /= 1024
+    return f"{sign}{value:.1f} TiB"  # pragma: no cover
+
+
+def _first(value):
+    """A per-layer array in the metadata (some architectures) counts by its largest entry."""
+    if isinstance(value, list):
+        return max(value) if value else 0
+    return value
+
+
+def summarize(model):
+    """What the planner needs from ``_gguf_header.read_model``'s result: a small JSON-able dict."""
+    metadata = model["metadata"]
+    arch = metadata.get("general.architecture")
+    if not arch:
+        raise PlanError("the GGUF metadata has no general.architecture")
+
+    def key(name, default=None):
+        value = metadata.get(f"{arch}.{name}", default)
+        if value is None:
+            raise PlanError(f"the GGUF metadata has no {arch}.{name}")
+        return _first(value)
+
+    n_layer = int(key("block_count"))
+    n_embd = int(key("embedding_length"))
+    n_head = int(key("attention.head_count"))
+    n_head_kv = int(key("attention.head_count_kv", n_head))
+    head_k = int(key("attention.key_length", n_embd // max(n_head, 1)))
+    head_v = int(key("attention.value_length", n_embd // max(n_head, 1)))
+    layers = [0] * n_layer
+    output = 0
+    embedding = 0
+    has_output = False
+    for tensor in model["tensors"]:
+        name = tensor["name"]
+        if name.startswith("blk."):
+            index = int(name.split(".")[1])
+            if index >= n_layer:
+                raise PlanError(f"tensor {name} names a layer beyond block_count {n_layer}")
+            layers[index] += tensor["bytes"]
+        elif name.startswith("token_embd."):
+            embedding += tensor["bytes"]
+        else:
+            output += tensor["bytes"]
+            has_output = has_output or name == "output.weight"
+    if not has_output:
+        # Tied embeddings: llama.cpp duplicates token_embd as the output matrix on the output layer's device.
+        output += embedding
+    return {
+        "architecture": arch,
+        "name": metadata.get("general.name", ""),
+        "n_layer": n_layer,
+        "n_embd": n_embd,
+        "n_head": n_head,
+        "n_head_kv": n_head_kv,
+        "head_k": head_k,
+        "head_v": head_v,
+        "n_ctx_train": int(_first(metadata.get(f"{arch}.context_length", 0)) or 0),
+        "layer_bytes": layers,
+        "output_bytes": output,
+        "embedding_bytes": embedding,
+        "weight_bytes": sum(layers) + output + embedding,
+    }
+
+
+def kv_cells(ctx_size, parallel):
+    """Cells of the KV cache for ``parallel`` slots of ``ctx_size`` tokens each (the value passed as ``-c``)."""
+    if ctx_size <= 0:
+        raise PlanError(f"the context size must be a positive number of tokens, not {ctx_size}")
+    if parallel <= 0:
+        raise PlanError(f"the number of parallel slots must be at least 1, not {parallel}")
+    return ctx_size * parallel
+
+
+def kv_bytes_per_layer(summary, ctx_size, parallel, cache_type_k="f16", cache_type_v="f16"):
+    """Bytes of KV cache one repeating layer holds."""
+    for kind in (cache_type_k, cache_type_v):
+        if kind not in CACHE_TYPE_BYTES:
+            raise PlanError(f"unknown KV cache type {kind!r}; choose one of {', '.join(sorted(CACHE_TYPE_BYTES))}")
+    cells = math.ceil(kv_cells(ctx_size, parallel) / CELL_PAD) * CELL_PAD
+    per_cell = summary["n_head_kv"] * (
+        summary["head_k"] * CACHE_TYPE_BYTES[cache_type_k] + summary["head_v"] * CACHE_TYPE_BYTES[cache_type_v]
+    )
+    return int(math.ceil(cells * per_cell))
+
+
+def _f32(value):
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def assign_layers(n_layer, split):
+    """Device index of each of the ``n_layer + 1`` slots (last = output layer), as llama.cpp assigns them."""
+    total = 0.0
+    cumulative = []
+    for value in split:
+        total = _f32(total + _f32(value))
+        cumulative.append(total)
+    if total <= 0:
+        raise PlanError("a tensor split needs at least one positive proportion")
+    cumulative = [_f32(value / total) for value in cumulative]
+    slots = n_layer + 1
+    devices = []
+    for il in range(slots):
+        ratio = _f32(il / slots)
+        device = next((index for index, value in enumerate(cumulative) if value > ratio), len(cumulative) - 1)
+        devices.append(min(device, len(cumulative) - 1))
+    return devices
+
+
+def slot_counts(capacities, slots):
+    """Split ``slots`` whole layer slots in proportion to ``capacities`` (largest remainder), at least one each."""
+    total = sum(capacities)
+    exact = [capacity * slots / total for capacity in capacities]
+    counts = [max(int(value), 1) for value in exact]
+    order = sorted(range(len(exact)), key=lambda index: (-(exact[index] - int(exact[index])), index))
+    for index in order:
+        if sum(counts) >= slots:
+            break
+        counts[index] += 1
+    while sum(counts) > slots:
+        largest = max(range(len(counts)), key=lambda index: (counts[index], -index))
+        counts[largest] -= 1
+    return counts
+
+
+def _balance(summary, kv_layer, workers, overhead):
+    """Whole-layer slot counts per worker that fit, if any: proportional first, then slots moved from a worker
+    that is short to the one with the most headroom while that helps."""
+    slots = summary["n_layer"] + 1
+    if len(workers) > slots:
+        return None, None
+    counts = slot_counts([worker["capacity"] for worker in workers], slots)
+    for _attempt in range(slots * len(workers)):
+        rows = predict(summary, kv_layer, workers, counts, overhead)
+        short = [index for index, row in enumerate(rows) if row["headroom"] < 0]
+        if not short:
+            return counts, rows
+        worst = min(short, key=lambda index: rows[index]["headroom"])
+        spare = max(range(len(rows)), key=lambda index: (rows[index]["headroom"], -index))
+        if (
+            spare == worst
+            or counts[worst] <= 1
+            or rows[spare]["headroom"] < max(summary["layer_bytes"] + [0]) + kv_layer
+        ):
+            return None, rows
+        counts[worst] -= 1
+        counts[spare] += 1
+    return None, rows  # pragma: no cover - the moves above always end sooner
+
+
+def predict(summary, kv_layer, workers, split, overhead):
+    """Bytes each worker would hold under ``split``: weights and KV cache of its layers, plus the overhead."""
+    slots = assign_layers(summary["n_layer"], split)
+    rows = []
+    for index, worker in enumerate(workers):
+        layers = [il for il, device in enumerate(slots) if device == index]
+        repeating = [il for il in layers if il < summary["n_layer"]]
+        weights = sum(summary["layer_bytes"][il] for il in repeating)
+        if summary["n_layer"] in layers:
+            weights += summary["output_bytes"]
+        kv = kv_layer * len(repeating)
+        rows.append(
+            {
+                "name": worker["name"],
+                "endpoint": worker["endpoint"],
+                "layers": repeating,
+                "output_layer": summary["n_layer"] in layers,
+                "weight_bytes": weights,
+                "kv_bytes": kv,
+                "bytes": weights + kv + overhead,
+                "capacity": worker["capacity"],
+                "headroom": worker["capacity"] - (weights + kv + overhead),
+            }
+        )
+    return rows
+
+
+def worker_capacity(worker, headroom, coordinator=None, coordinator_bytes=0):
+    """Bytes a worker can give the model: its available memory minus the headroom (and llama-server's own share
+    when the worker runs on the coordinator's host)."""
+    available = worker.get("mem_available")
+    if available is None:
+        raise PlanError(f"worker {worker.get('name')}: no memory figure (mem_available) was gathered")
+    capacity = int(available) - int(headroom)
+    if coordinator is not None and worker.get("name") == coordinator:
+        capacity -= int(coordinator_bytes)
+    return capacity
+
+
+def plan(
+    summary,
+    workers,
+    ctx_size,
+    parallel=1,
+    cache_type_k="f16",
+    cache_type_v="f16",
+    headroom=512 << 20,
+    overhead=128 << 20,
+    strategy="fewest",
+    coordinator=None,
+):
+    """Plan the cluster.  ``workers``: dicts with name, endpoint, mem_available (bytes) and state (``ready`` to be
+    usable), in inventory order.  Returns the plan dict; raises PlanError with an actionable message."""
+    if strategy not in STRATEGIES:
+        raise PlanError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if not workers:
+        raise PlanError("no RPC workers: put at least one host in the rpc_workers group")
+    names = [worker["name"] for worker in workers]
+    if len(set(names)) != len(names):
+        raise PlanError(f"a worker is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    kv_layer = kv_bytes_per_layer(summary, ctx_size, parallel, cache_type_k, cache_type_v)
+    # llama-server itself keeps the token embeddings and a compute buffer on the coordinator's CPU.
+    coordinator_bytes = summary["embedding_bytes"] + overhead
+    usable, excluded = [], []
+    for worker in workers:
+        if worker.get("state", "ready") != "ready":
+            excluded.append({"name": worker["name"], "reason": f"not reachable ({worker.get('state')})"})
+            continue
+        entry = dict(worker)
+        entry["capacity"] = worker_capacity(worker, headroom, coordinator, coordinator_bytes)
+        if entry["capacity"] <= overhead:
+            excluded.append(
+                {"name": worker["name"], "reason": f"only {human_bytes(entry['capacity'])} free after the headroom"}
+            )
+            continue
+        usable.append(entry)
+    need_total = sum(summary["layer_bytes"]) + summary["output_bytes"] + kv_layer * summary["n_layer"]
+    if not usable:
+        raise PlanError(
+            f"no usable RPC worker ({'; '.join(e['name'] + ': ' + e['reason'] for e in excluded)}); "
+            f"the model needs {human_bytes(need_total)} on the workers"
+        )
+    by_size = sorted(usable, key=lambda worker: (-worker["capacity"], names.index(worker["name"])))
+    counts = range(1, len(by_size) + 1) if strategy == "fewest" else [len(by_size)]
+    for count in counts:
+        chosen = sorted(by_size[:count], key=lambda worker: names.index(worker["name"]))
+        split, rows = _balance(summary, kv_layer, chosen, overhead)
+        if split is not None:
+            total = sum(row["bytes"] for row in rows)
+            for row, slots_of_row in zip(rows, split, strict=True):
+                row["share"] = slots_of_row / sum(split)
+            return {
+                "strategy": strategy,
+                "ctx_size": ctx_size,
+                "parallel": parallel,
+                "kv_bytes_per_layer": kv_layer,
+                "need_bytes": total,
+                "coordinator_bytes": coordinator_bytes,
+                "workers": rows,
+                "excluded": excluded,
+                "rpc": ",".join(row["endpoint"] for row in rows),
+                "devices": ",".join(f"RPC{index}" for index in range(len(rows))),
+                "tensor_split": ",".join(str(count) for count in split),
+                "table": table(rows),
+            }
+    capacity = sum(worker["capacity"] for worker in usable)
+    missing = need_total + overhead * len(usable) - capacity
+    detail = "; ".join(f"{w['name']} can hold {human_bytes(w['capacity'])}" for w in by_size)
+    if missing <= 0:
+        # Enough in total, but the layer granularity leaves one worker short: say which.
+        rows = _balance(summary, kv_layer, by_size, overhead)[1] or []
+        short = min(rows, key=lambda row: row["headroom"]) if rows else {"name": by_size[0]["name"], "headroom": 0}
+        missing = -short["headroom"]
+        where = f"{short['name']} would be {human_bytes(missing)} short with whole layers"
+    else:
+        where = f"{len(usable)} reachable worker(s) offer {human_bytes(capacity)} ({detail})"
+    raise PlanError(
+        f"the model does not fit: it needs {human_bytes(missing)} more "
+        f"({human_bytes(need_total)} of weights and KV cache for ctx_size {ctx_size} x parallel {parallel}, "
+        f"plus {human_bytes(overhead)} per worker; {where}). "
+        "Add a node, lower the context size or parallel slots, or choose a smaller quantisation."
+    )
+
+
+def table(rows):
+    """The plan as text lines: node, endpoint, layers, bytes, share, predicted headroom."""
+    header = ("node", "endpoint", "layers", "weights", "kv cache", "total", "share", "headroom")
+    lines = [header]
+    for row in rows:
+        layers = row["layers"]
+        span = f"{layers[0]}-{layers[-1]}" if layers else "-"
+        if row["output_layer"]:
+            span += "+out"
+        lines.append(
+            (
+                row["name"],
+                row["endpoint"],
+                span,
+                human_bytes(row["weight_bytes"]),
+                human_bytes(row["kv_bytes"]),
+                human_bytes(row["bytes"]),
+                f"{row.get('share', 0):.2%}",
+                human_bytes(row["headroom"]),
+            )
+        )
+    widths = [max(len(str(line[column])) for line in lines) for column in range(len(header))]
+    return [
+        "  ".join(str(value).ljust(width) for value, width in zip(line, widths, strict=True)).rstrip() for line in lines
+    ]

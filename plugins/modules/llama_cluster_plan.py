@@ -1,0 +1,200 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: llama_cluster_plan
+short_description: Plan which llama.cpp RPC workers hold a model's layers, and in what proportions
+version_added: 0.1.0
+description:
+  - Reads the model's GGUF headers (every shard of a split model, found from shard 1's name as llama.cpp does):
+    weight bytes per layer, layer count, KV heads and head sizes.
+  - Computes the KV cache from the per-slot context size, the parallel slots and the cache types, and chooses
+    the fewest reachable workers whose memory holds the layers (O(strategy=fewest)), or every reachable worker
+    (O(strategy=all)), with C(--tensor-split) proportions to their memory.
+  - A worker's memory is what the host reports as available (C(MemAvailable), or its cgroup's remaining
+    memory if smaller) minus O(headroom) and O(worker_overhead); CPU workers report free == total over RPC,
+    so the RPC figure is never used. The worker on the coordinator's own host also leaves room for
+    llama-server (token embeddings and its compute buffer).
+  - Layers are assigned to the workers exactly as llama.cpp assigns them with C(-ngl all), so the predicted
+    bytes per worker are the ones it will hold.
+  - Fails with what is missing when the model cannot fit. Changes nothing.
+author:
+  - llamarpc.cluster contributors (@llamarpc)
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  model_path:
+    description: Shard 1 of the model (or its only file) on the host the module runs on.
+    type: path
+    required: true
+  workers:
+    description:
+      - The candidate workers, in a stable order (the inventory's). Each has C(name), C(endpoint)
+        (C(host:port) that llama-server dials), C(mem_available) (bytes) and C(state) (only C(ready) workers
+        are used, as reported by M(llamarpc.cluster.rpc_endpoint_facts)).
+    type: list
+    elements: dict
+    required: true
+  coordinator:
+    description: Inventory name of the coordinator; a worker of that name shares the host with llama-server.
+    type: str
+  ctx_size:
+    description: Context per parallel slot, in tokens. llama-server is started with C(-c ctx_size*parallel).
+    type: int
+    default: 4096
+  parallel:
+    description: Parallel slots (llama-server C(-np)).
+    type: int
+    default: 1
+  cache_type_k:
+    description: KV cache type of keys.
+    type: str
+    default: f16
+    choices: [f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1]
+  cache_type_v:
+    description: KV cache type of values.
+    type: str
+    default: f16
+    choices: [f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1]
+  headroom:
+    description: Memory left free on every worker (bytes, or with K, M, G, T).
+    type: str
+    default: 512M
+  worker_overhead:
+    description: Compute buffer and bookkeeping per worker (bytes, or with K, M, G, T).
+    type: str
+    default: 128M
+  strategy:
+    description: C(fewest) workers that fit (fewer hops, faster tokens), or C(all) reachable workers.
+    type: str
+    default: fewest
+    choices: [fewest, all]
+seealso:
+  - module: llamarpc.cluster.rpc_endpoint_facts
+  - module: llamarpc.cluster.node_memory_facts
+"""
+
+EXAMPLES = r"""
+- name: Plan the cluster
+  llamarpc.cluster.llama_cluster_plan:
+    model_path: /data/models/qwen2.5-32b-instruct-q4_k_m-00001-of-00005.gguf
+    coordinator: node1
+    workers:
+      - {name: node1, endpoint: "100.64.0.1:50052", mem_available: 7516192768, state: ready}
+      - {name: node2, endpoint: "100.64.0.2:50052", mem_available: 7516192768, state: ready}
+    ctx_size: 4096
+  register: cluster_plan
+
+- name: Show it
+  ansible.builtin.debug:
+    msg: "{{ cluster_plan.plan.table }}"
+"""
+
+RETURN = r"""
+plan:
+  description: The plan.
+  returned: success
+  type: dict
+  contains:
+    rpc:
+      description: The C(--rpc) value, the chosen workers in order.
+      type: str
+      sample: 10.213.0.11:50052,10.213.0.12:50052
+    devices:
+      description: The C(-dev) value (the RPC devices, in C(--rpc) order).
+      type: str
+      sample: RPC0,RPC1
+    tensor_split:
+      description: The C(--tensor-split) value.
+      type: str
+      sample: 0.5,0.5
+    workers:
+      description: Per chosen worker, C(name), C(endpoint), C(layers), C(output_layer), C(weight_bytes), C(kv_bytes),
+        C(bytes), C(capacity), C(headroom), C(share).
+      type: list
+      elements: dict
+    excluded:
+      description: Workers left out, with the reason (unreachable, no memory to spare).
+      type: list
+      elements: dict
+    table:
+      description: The plan as text lines (node, endpoint, layers, bytes, share, predicted headroom).
+      type: list
+      elements: str
+model:
+  description: What was read from the GGUF headers (layer count, weight bytes per layer, KV shape).
+  returned: success
+  type: dict
+  sample: {"architecture": "llama", "n_layer": 16, "weight_bytes": 440401920}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.formatters import human_to_bytes
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
+
+
+def _size(module, name):
+    try:
+        value = human_to_bytes(module.params[name])
+    except (TypeError, ValueError):
+        module.fail_json(msg=f"{name} must be a size in bytes or with K, M, G or T, not {module.params[name]!r}")
+    if value < 0:
+        module.fail_json(msg=f"{name} must not be negative")
+    return value
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "model_path": {"type": "path", "required": True},
+            "workers": {"type": "list", "elements": "dict", "required": True},
+            "coordinator": {"type": "str"},
+            "ctx_size": {"type": "int", "default": 4096},
+            "parallel": {"type": "int", "default": 1},
+            "cache_type_k": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
+            "cache_type_v": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
+            "headroom": {"type": "str", "default": "512M"},
+            "worker_overhead": {"type": "str", "default": "128M"},
+            "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    for worker in params["workers"]:
+        missing = [key for key in ("name", "endpoint", "mem_available") if worker.get(key) in (None, "")]
+        if missing:
+            module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}")
+    try:
+        summary = planner.summarize(gguf.read_model(params["model_path"]))
+        result = planner.plan(
+            summary,
+            params["workers"],
+            ctx_size=params["ctx_size"],
+            parallel=params["parallel"],
+            cache_type_k=params["cache_type_k"],
+            cache_type_v=params["cache_type_v"],
+            headroom=_size(module, "headroom"),
+            overhead=_size(module, "worker_overhead"),
+            strategy=params["strategy"],
+            coordinator=params["coordinator"],
+        )
+    except (gguf.GGUFError, planner.PlanError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, plan=result, model=summary)
+
+
+if __name__ == "__main__":
+    main()
