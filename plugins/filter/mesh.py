@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh
+
 DOCUMENTATION = r"""
 name: mesh_addresses
 short_description: Addresses at which hosts are reached over the cluster's mesh
@@ -13,6 +15,10 @@ version_added: 0.1.0
 description:
   - For each host name, its C(llamarpc_mesh_address) (set by the mesh roles), else its C(ansible_host),
     else the name itself. Workers bind to this address and the coordinator dials it.
+  - The same file provides C(mesh_plan), used by the P(llamarpc.cluster.mesh#role) role - for host names, their
+    hostvars, a provider and a mesh subnet, a dictionary with C(addresses) (name to mesh address), C(sources)
+    (name to V(inventory), V(ansible_host) or V(derived)) and C(errors) (messages about unknown providers,
+    addresses that are not IPv4 or not in the subnet, and duplicate addresses).
 options:
   _input:
     description: Host names (for example C(groups['rpc_workers'])).
@@ -31,6 +37,10 @@ EXAMPLES = r"""
 - name: Addresses of the coordinators
   ansible.builtin.debug:
     msg: "{{ groups['coordinator'] | llamarpc.cluster.mesh_addresses(hostvars) }}"
+
+- name: The mesh plan of the play's hosts for WireGuard
+  ansible.builtin.debug:
+    msg: "{{ ansible_play_hosts_all | llamarpc.cluster.mesh_plan(hostvars, 'wireguard', '10.99.0.0/24') }}"
 """
 
 RETURN = r"""
@@ -55,8 +65,13 @@ def mesh_addresses(names, hostvars):
     return [mesh_address(name, hostvars[name]) for name in names]
 
 
+def mesh_plan(names, hostvars, provider, subnet=""):
+    """Mesh addresses the provider will give ``names``, their sources and the inventory's errors."""
+    return _mesh.plan(list(names), hostvars, str(provider), str(subnet))
+
+
 class FilterModule:
     """llamarpc.cluster filters."""
 
     def filters(self):
-        return {"mesh_addresses": mesh_addresses}
+        return {"mesh_addresses": mesh_addresses, "mesh_plan": mesh_plan}
