@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The coordinator's supervisor (installed by the llamarpc.cluster.llama_coordinator role).
+
+``wait``  (ExecStartPre of llama-server): block until every RPC worker in $LLAMARPC_RPC answers HELLO, so
+          llama-server never starts against a missing worker (it would abort and loop).
+``check`` (a timer): probe every candidate worker; when a worker of the plan in force has been down longer than
+          ``replan_after`` seconds, plan again without it (the collection's own planner, the same file the
+          llama_cluster_plan module uses) and, if the model still fits, restart llama-server on the new plan
+          through a runtime override; when every worker of the deployed plan is back, drop the override.  If the
+          model no longer fits, leave things as they are and say why in the state file.
+``status``: print the state file.
+
+Files: the deployed plan (``plan.json``, written by the role), the runtime override (an EnvironmentFile under
+/run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+rpc = importlib.import_module("_rpc_protocol")
+planner = importlib.import_module("_cluster_plan")
+
+UP_STATES = ("ready", "busy")
+
+
+def probe_all(endpoints, timeout):
+    states = {}
+    for endpoint in endpoints:
+        host, port = rpc.parse_endpoint(endpoint)
+        states[endpoint] = rpc.probe(host, port, timeout=timeout, connect_timeout=timeout).state
+    return states
+
+
+def cmd_wait(args):
+    endpoints = [item for item in os.environ.get("LLAMARPC_RPC", "").split(",") if item]
+    if not endpoints:
+        print("no RPC workers in LLAMARPC_RPC", file=sys.stderr)
+        return 2
+    deadline = time.monotonic() + args.timeout
+    last = None
+    while True:
+        states = probe_all(endpoints, args.probe_timeout)
+        waiting = sorted(endpoint for endpoint, state in states.items() if state != "ready")
+        if not waiting:
+            print(f"all {len(endpoints)} RPC workers answer HELLO", flush=True)
+            return 0
+        line = "waiting for RPC workers: " + ", ".join(f"{e} ({states[e]})" for e in waiting)
+        if line != last:
+            print(line, flush=True)
+            last = line
+        if time.monotonic() >= deadline:
+            print(f"gave up after {args.timeout:.0f} s: {line}", file=sys.stderr)
+            return 1
+        time.sleep(args.interval)
+
+
+def read_json(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return default
+
+
+def write_atomic(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def env_text(plan):
+    return (
+        "# Written by llamarpc_supervisor: the plan without the workers that stayed down.\n"
+        f"LLAMARPC_RPC={plan['rpc']}\nLLAMARPC_DEVICES={plan['devices']}\nLLAMARPC_TENSOR_SPLIT={plan['tensor_split']}\n"
+    )
+
+
+def replan(config, down):
+    options = config["options"]
+    workers = [dict(worker, state="down" if worker["name"] in down else "ready") for worker in config["workers"]]
+    return planner.plan(
+        config["summary"],
+        workers,
+        ctx_size=options["ctx_size"],
+        parallel=options["parallel"],
+        cache_type_k=options["cache_type_k"],
+        cache_type_v=options["cache_type_v"],
+        headroom=options["headroom"],
+        overhead=options["overhead"],
+        strategy=options["strategy"],
+        coordinator=options.get("coordinator"),
+    )
+
+
+def restart(service):
+    subprocess.run(["systemctl", "restart", service], check=False)
+
+
+def cmd_check(args):
+    config = read_json(args.plan)
+    if config is None:
+        print(f"no deployed plan at {args.plan}", file=sys.stderr)
+        return 2
+    state = read_json(args.state, {"down_since": {}})
+    now = time.time()
+    names = {worker["endpoint"]: worker["name"] for worker in config["workers"]}
+    states = probe_all(list(names), args.probe_timeout)
+    down_since = {}
+    for endpoint, name in names.items():
+        if states[endpoint] in UP_STATES:
+            continue
+        down_since[name] = state.get("down_since", {}).get(name, now)
+    override = os.path.exists(args.override)
+    in_force = read_json(args.plan_in_force, None) if override else None
+    current = (in_force or config["plan"])["rpc"].split(",")
+    current_names = [names.get(endpoint, endpoint) for endpoint in current]
+    long_down = sorted(name for name, since in down_since.items() if now - since >= config["replan_after"])
+    deployed_names = [names.get(endpoint, endpoint) for endpoint in config["plan"]["rpc"].split(",")]
+    message = "serving on the deployed plan" if not override else "serving on a re-plan"
+    verdict = "ok"
+    if any(name in current_names for name in long_down):
+        try:
+            new = replan(config, set(down_since))
+        except planner.PlanError as exc:
+            verdict = "down"
+            message = f"worker(s) {', '.join(long_down)} down for over {config['replan_after']} s and {exc}"
+        else:
+            write_atomic(args.override, env_text(new))
+            write_atomic(args.plan_in_force, json.dumps(new))
+            restart(config["service"])
+            verdict = "replanned"
+            message = f"re-planned without {', '.join(long_down)}: --rpc {new['rpc']} --tensor-split {new['tensor_split']}"
+    elif override and not any(name in down_since for name in deployed_names):
+        os.unlink(args.override)
+        if os.path.exists(args.plan_in_force):
+            os.unlink(args.plan_in_force)
+        restart(config["service"])
+        verdict = "restored"
+        message = "every worker of the deployed plan is back: restored it"
+    elif down_since:
+        verdict = "degraded"
+        message = "down: " + ", ".join(f"{name} for {now - since:.0f} s" for name, since in sorted(down_since.items()))
+    record = {
+        "checked_at": now,
+        "verdict": verdict,
+        "message": message,
+        "down_since": down_since,
+        "workers": {names[endpoint]: state_ for endpoint, state_ in states.items()},
+        "override": os.path.exists(args.override),
+    }
+    write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))
+    print(f"{verdict}: {message}")
+    return 0
+
+
+def cmd_status(args):
+    print(json.dumps(read_json(args.state, {"verdict": "unknown", "message": "the supervisor has not run yet"})))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", default="/etc/llamarpc/coordinator/plan.json")
+    parser.add_argument("--override", default="/run/llamarpc/coordinator/override.env")
+    parser.add_argument("--plan-in-force", default="/run/llamarpc/coordinator/plan-in-force.json")
+    parser.add_argument("--state", default="/run/llamarpc/coordinator/supervisor.json")
+    parser.add_argument("--probe-timeout", type=float, default=2.0)
+    commands = parser.add_subparsers(dest="command", required=True)
+    wait = commands.add_parser("wait")
+    wait.add_argument("--timeout", type=float, default=60.0)
+    wait.add_argument("--interval", type=float, default=1.0)
+    commands.add_parser("check")
+    commands.add_parser("status")
+    args = parser.parse_args(argv)
+    return {"wait": cmd_wait, "check": cmd_check, "status": cmd_status}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
