@@ -6,13 +6,15 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
-SCENARIOS ?= default worker lsyncd sshfs
+SCENARIOS ?= default worker lsyncd sshfs cluster
+# Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
+MESH ?= none
 
 .PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
-	$(PLAYBOOK) playbooks/demo.yml
+	$(PLAYBOOK) playbooks/demo.yml -e llamarpc_mesh_provider=$(MESH)
 
 # Molecule before integration: the worker scenario builds llama.cpp (once, cached) and the integration tests use it.
 test: setup lint unit molecule integration

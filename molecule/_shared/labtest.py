@@ -45,3 +45,16 @@ def wait_for(predicate, timeout, interval=1.0):
         time.sleep(interval)
         value = predicate()
     return value
+
+
+def inventory_hosts():
+    """Inventory name -> that host's variables (ansible_host, ...), as the lab role wrote them."""
+    import yaml  # noqa: PLC0415 - only the tests that read the inventory need it
+
+    with open(INVENTORY, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["all"]["hosts"]
+
+
+def address(name):
+    """The lab address of a host, by inventory name."""
+    return inventory_hosts()[name]["ansible_host"]

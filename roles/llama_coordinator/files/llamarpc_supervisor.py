@@ -6,7 +6,7 @@
 
 ``wait``  (ExecStartPre of llama-server): block until every RPC worker in $LLAMARPC_RPC answers HELLO, so
           llama-server never starts against a missing worker (it would abort and loop).
-``check`` (a timer): probe every candidate worker; when a worker of the plan in force has been down longer than
+``check`` (a timer): find which workers are down; when a worker of the plan in force has been down longer than
           ``replan_after`` seconds, plan again without it (the collection's own planner, the same file the
           llama_cluster_plan module uses) and, if the model still fits, restart llama-server on the new plan
           through a runtime override; when every worker of the deployed plan is back, drop the override.  If the
@@ -26,6 +26,9 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -36,11 +39,26 @@ UP_STATES = ("ready", "busy")
 
 
 def probe_all(endpoints, timeout):
-    states = {}
-    for endpoint in endpoints:
+    """State of each endpoint (probed concurrently)."""
+
+    def one(endpoint):
         host, port = rpc.parse_endpoint(endpoint)
-        states[endpoint] = rpc.probe(host, port, timeout=timeout, connect_timeout=timeout).state
-    return states
+        return rpc.probe(host, port, timeout=timeout, connect_timeout=timeout).state
+
+    with ThreadPoolExecutor(max_workers=max(len(endpoints), 1)) as pool:
+        return dict(zip(endpoints, pool.map(one, endpoints), strict=True))
+
+
+def listening(url, timeout=5.0):
+    """llama-server answers /health at all: 200 when serving, 503 while it loads. Either way it is connected to
+    every worker of its plan (it starts only when all answer HELLO and aborts when one goes away)."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:  # noqa: S310 - http URL of plan.json
+            return response.status == 200
+    except urllib.error.HTTPError as exc:
+        return exc.code == 503
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 def cmd_wait(args):
@@ -118,15 +136,20 @@ def cmd_check(args):
     state = read_json(args.state, {"down_since": {}})
     now = time.time()
     names = {worker["endpoint"]: worker["name"] for worker in config["workers"]}
-    states = probe_all(list(names), args.probe_timeout)
-    down_since = {}
-    for endpoint, name in names.items():
-        if states[endpoint] in UP_STATES:
-            continue
-        down_since[name] = state.get("down_since", {}).get(name, now)
     override = os.path.exists(args.override)
     in_force = read_json(args.plan_in_force, None) if override else None
     current = (in_force or config["plan"])["rpc"].split(",")
+    # A worker serves one client at a time: while llama-server runs, the workers of the plan in force are busy
+    # serving it (a probe could only time out in their backlog), so only the others are probed.
+    serving = listening(config["url"])
+    to_probe = [endpoint for endpoint in names if not (serving and endpoint in current)]
+    states = {endpoint: "serving" for endpoint in names if endpoint not in to_probe}
+    states.update(probe_all(to_probe, args.probe_timeout) if to_probe else {})
+    down_since = {}
+    for endpoint, name in names.items():
+        if states[endpoint] in UP_STATES + ("serving",):
+            continue
+        down_since[name] = state.get("down_since", {}).get(name, now)
     current_names = [names.get(endpoint, endpoint) for endpoint in current]
     long_down = sorted(name for name, since in down_since.items() if now - since >= config["replan_after"])
     deployed_names = [names.get(endpoint, endpoint) for endpoint in config["plan"]["rpc"].split(",")]
@@ -143,7 +166,9 @@ def cmd_check(args):
             write_atomic(args.plan_in_force, json.dumps(new))
             restart(config["service"])
             verdict = "replanned"
-            message = f"re-planned without {', '.join(long_down)}: --rpc {new['rpc']} --tensor-split {new['tensor_split']}"
+            message = (
+                f"re-planned without {', '.join(long_down)}: --rpc {new['rpc']} --tensor-split {new['tensor_split']}"
+            )
     elif override and not any(name in down_since for name in deployed_names):
         os.unlink(args.override)
         if os.path.exists(args.plan_in_force):
@@ -159,7 +184,8 @@ def cmd_check(args):
         "verdict": verdict,
         "message": message,
         "down_since": down_since,
-        "workers": {names[endpoint]: state_ for endpoint, state_ in states.items()},
+        "serving": serving,
+        "workers": {names[endpoint]: worker_state for endpoint, worker_state in states.items()},
         "override": os.path.exists(args.override),
     }
     write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))

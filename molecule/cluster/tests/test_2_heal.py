@@ -1,0 +1,70 @@
+"""Self-healing: a killed worker comes back by itself; a worker that stays down is planned around, then back in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from clusterlib import deployed_plan, serving, wait_serving
+from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for
+
+SUPERVISOR_STATE = "/run/llamarpc/coordinator/supervisor.json"
+
+
+def supervisor():
+    node1 = lab("node1")
+    text = node1.run("cat " + SUPERVISOR_STATE).stdout
+    return json.loads(text) if text.strip() else {}
+
+
+def test_killed_worker_serves_again_within_60_seconds():
+    assert serving()
+    lab("node3").run_expect([0], "systemctl kill --signal=KILL llamarpc-rpc-worker.service")
+    time.sleep(1)
+    took = wait_serving(120)
+    print(f"\nworker SIGKILLed -> serving again after {took} s")
+    assert took is not None and took <= 60
+
+
+def test_worker_that_stays_down_is_planned_around_then_taken_back():
+    node6 = lab("node6")
+    node6.run_expect([0], "systemctl stop llamarpc-rpc-worker.service")
+    start = time.monotonic()
+    try:
+        replanned = wait_for(
+            lambda: (
+                supervisor().get("verdict") == "replanned"
+                or (supervisor().get("override") and "node6" in supervisor().get("message", ""))
+            ),
+            120,
+            2,
+        )
+        assert replanned, supervisor()
+        took = wait_serving(120)
+        assert took is not None
+        print(
+            f"\nworker stopped -> re-planned and serving after {time.monotonic() - start:.0f} s "
+            f"(replan_after 20 s): {supervisor()['message']}"
+        )
+        in_force = json.loads(lab("node1").file("/run/llamarpc/coordinator/plan-in-force.json").content_string)
+        assert "node6" not in [row["name"] for row in in_force["workers"]]
+        assert len(in_force["workers"]) == 5
+        status = subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", INVENTORY, str(REPO / "playbooks" / "status.yml")],
+            env=ansible_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert status.returncode == 0, status.stdout[-2000:]
+        assert "re-planned without node6" in status.stdout
+    finally:
+        node6.run_expect([0], "systemctl start llamarpc-rpc-worker.service")
+    back = wait_for(
+        lambda: supervisor().get("verdict") in ("restored", "ok") and not supervisor().get("override"), 120, 2
+    )
+    assert back, supervisor()
+    assert wait_serving(120) is not None
+    assert len(deployed_plan()["plan"]["workers"]) == 6
