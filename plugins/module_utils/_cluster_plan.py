@@ -238,6 +238,20 @@ def predict(summary, kv_layer, workers, split, overhead):
     return rows
 
 
+def round_memory(workers, fraction=16):
+    """Workers with ``mem_available`` rounded down to 1/``fraction`` of their ``mem_total`` (when given), so that
+    a rerun does not re-plan, and restart llama-server, on memory noise. ``mem_total`` is dropped."""
+    rounded = []
+    for worker in workers:
+        entry = {key: value for key, value in worker.items() if key != "mem_total"}
+        total = int(worker.get("mem_total") or 0)
+        if total > 0 and entry.get("mem_available") is not None:
+            quantum = max(total // fraction, 1)
+            entry["mem_available"] = int(entry["mem_available"]) // quantum * quantum
+        rounded.append(entry)
+    return rounded
+
+
 def worker_capacity(worker, headroom, coordinator=None, coordinator_bytes=0):
     """Bytes a worker can give the model: its available memory minus the headroom (and llama-server's own share
     when the worker runs on the coordinator's host)."""

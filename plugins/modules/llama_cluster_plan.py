@@ -41,8 +41,10 @@ options:
   workers:
     description:
       - The candidate workers, in a stable order (the inventory's). Each has C(name), C(endpoint)
-        (C(host:port) that llama-server dials), C(mem_available) (bytes) and C(state) (only C(ready) workers
-        are used, as reported by M(llamarpc.cluster.rpc_endpoint_facts)).
+        (C(host:port) that llama-server dials), C(mem_available) (bytes), optionally C(mem_total) (bytes) and
+        C(state) (only C(ready) workers are used, as reported by M(llamarpc.cluster.rpc_endpoint_facts)).
+      - With C(mem_total), C(mem_available) is rounded down to 1/16 of it first, so that a rerun does not re-plan
+        on memory noise.
     type: list
     elements: dict
     required: true
@@ -132,6 +134,11 @@ plan:
       description: The plan as text lines (node, endpoint, layers, bytes, share, predicted headroom).
       type: list
       elements: str
+workers:
+  description: The candidate workers as planned (memory rounded, C(mem_total) dropped).
+  returned: success
+  type: list
+  elements: dict
 model:
   description: What was read from the GGUF headers (layer count, weight bytes per layer, KV shape).
   returned: success
@@ -177,11 +184,12 @@ def main():
         missing = [key for key in ("name", "endpoint", "mem_available") if worker.get(key) in (None, "")]
         if missing:
             module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}")
+    workers = planner.round_memory(params["workers"])
     try:
         summary = planner.summarize(gguf.read_model(params["model_path"]))
         result = planner.plan(
             summary,
-            params["workers"],
+            workers,
             ctx_size=params["ctx_size"],
             parallel=params["parallel"],
             cache_type_k=params["cache_type_k"],
@@ -193,7 +201,7 @@ def main():
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, plan=result, model=summary)
+    module.exit_json(changed=False, plan=result, model=summary, workers=workers)
 
 
 if __name__ == "__main__":

@@ -216,3 +216,14 @@ def test_human_bytes():
     assert planner.human_bytes(512) == "512 B"
     assert planner.human_bytes(3 * GIB + GIB // 10) == "3.1 GiB"
     assert planner.human_bytes(-2 * MIB) == "-2.0 MiB"
+
+
+def test_memory_is_rounded_to_a_sixteenth_of_the_host():
+    noisy = [
+        {"name": "a", "endpoint": "x:1", "mem_available": 7 * GIB + 3 * MIB, "mem_total": 8 * GIB},
+        {"name": "b", "endpoint": "x:2", "mem_available": 7 * GIB + 400 * MIB, "mem_total": 8 * GIB},
+        {"name": "c", "endpoint": "x:3", "mem_available": 5 * GIB + 1},
+    ]
+    rounded = planner.round_memory(noisy)
+    assert [w["mem_available"] for w in rounded] == [7 * GIB, 7 * GIB, 5 * GIB + 1]
+    assert all("mem_total" not in w for w in rounded)

@@ -1,0 +1,99 @@
+"""The llama_cluster_plan module on a real (tiny) split GGUF model, and node_memory_facts on fake /proc and cgroups."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_gguf import generate
+
+from ansible_collections.llamarpc.cluster.plugins.modules import llama_cluster_plan, node_memory_facts
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("model"), preset="tiny", shards=3, seed=5)
+
+
+def workers(*gib):
+    return [
+        {
+            "name": f"n{i}",
+            "endpoint": f"10.0.0.{i}:50052",
+            "mem_available": int(g * GIB),
+            "mem_total": 8 * GIB,
+            "state": "ready",
+        }
+        for i, g in enumerate(gib, start=1)
+    ]
+
+
+def test_plans_from_the_gguf_headers(run_module, model):
+    result = run_module(
+        llama_cluster_plan,
+        {"model_path": model["files"][0]["path"], "workers": workers(4, 4), "ctx_size": 512, "strategy": "all"},
+        check_mode=True,
+    )
+    assert not result.failed, result.result
+    out = result.result
+    assert out["changed"] is False
+    assert out["model"]["n_layer"] == model["block_count"]
+    assert out["model"]["n_head_kv"] == model["head_count_kv"]
+    assert (
+        sum(out["model"]["layer_bytes"]) + out["model"]["output_bytes"] + out["model"]["embedding_bytes"]
+        <= model["total_bytes"]
+    )
+    assert out["plan"]["devices"] == "RPC0,RPC1"
+    assert sum(int(x) for x in out["plan"]["tensor_split"].split(",")) == model["block_count"] + 1
+    assert all("mem_total" not in w for w in out["workers"])
+
+
+def test_cannot_fit_fails_with_the_missing_amount(run_module, model):
+    result = run_module(
+        llama_cluster_plan,
+        {"model_path": model["files"][0]["path"], "workers": workers(0.6), "ctx_size": 512, "headroom": "512M"},
+    )
+    assert result.failed
+    assert "no usable RPC worker" in result.result["msg"] or "does not fit" in result.result["msg"]
+
+
+def test_bad_input_is_named(run_module, model):
+    bad = run_module(llama_cluster_plan, {"model_path": model["files"][0]["path"], "workers": [{"name": "x"}]})
+    assert bad.failed and "lacks endpoint, mem_available" in bad.result["msg"]
+    size = run_module(
+        llama_cluster_plan,
+        {"model_path": model["files"][0]["path"], "workers": workers(4), "headroom": "lots"},
+    )
+    assert size.failed and "headroom must be a size" in size.result["msg"]
+    ctx = run_module(
+        llama_cluster_plan, {"model_path": model["files"][0]["path"], "workers": workers(4), "ctx_size": 0}
+    )
+    assert ctx.failed and "positive" in ctx.result["msg"]
+    missing = run_module(llama_cluster_plan, {"model_path": "/nonexistent/m.gguf", "workers": workers(4)})
+    assert missing.failed and "/nonexistent/m.gguf" in missing.result["msg"]
+
+
+def test_memory_facts_read_meminfo_and_cgroup_limits(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       8000000 kB\nMemFree:   100 kB\nMemAvailable:   6000000 kB\n")
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text(str(4 * GIB))
+    (v1 / "memory" / "memory.usage_in_bytes").write_text(str(1 * GIB))
+    facts = node_memory_facts.memory_facts(str(meminfo), str(v1))
+    assert facts["mem_available"] == 6000000 * 1024
+    assert facts["available"] == 3 * GIB  # the cgroup's remaining memory is smaller
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.max").write_text("max\n")
+    unlimited = node_memory_facts.memory_facts(str(meminfo), str(v2))
+    assert unlimited["cgroup_limit"] is None and unlimited["available"] == 6000000 * 1024
+    # A v1 "no limit" (about 2^63) counts as none.
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")
+    assert node_memory_facts.memory_facts(str(meminfo), str(v1))["cgroup_limit"] is None
+
+
+def test_memory_facts_module_runs_here(run_module):
+    result = run_module(node_memory_facts, {}, check_mode=True)
+    facts = result.result["ansible_facts"]["llamarpc_memory"]
+    assert not result.failed and facts["total"] > 0 and 0 < facts["available"] <= facts["total"]
