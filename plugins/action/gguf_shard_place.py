@@ -35,19 +35,33 @@ MODULE = "llamarpc.cluster.gguf_shard_place"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
+class _NoCallbacks:
+    """Stands in for the strategy's result queue in nested task executors (their callbacks are not shown)."""
+
+    def send_callback(self, *args, **kwargs):
+        return None
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = True
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        if "_request" in self._task.args:
+            # One host's part, asked for by a driving task on the coordinator (candidates mode).
+            result.update(self._run_host(dict(self._task.args), task_vars))
+            result.pop("invocation", None)
+            return result
         validation, args = self.validate_argument_spec(argument_spec=TASK_OPTIONS)
         host = task_vars["inventory_hostname"]
+        if args.get("candidates"):
+            return self._drive(args, task_vars, result)
         batch = list(task_vars.get("ansible_play_batch") or [host])
         meet = os.path.join(C.DEFAULT_LOCAL_TMP, f"gguf_shard_place-{self._task._uuid}")
         os.makedirs(meet, exist_ok=True)
         try:
-            request = self._check(args, batch)
+            request = self._check(args, batch, meeting=True)
             shards, source_info = self._shared_source(meet, args)
             report = self._stat(args, shards, task_vars)
         except AnsibleActionFail as exc:
@@ -58,22 +72,132 @@ class ActionModule(ActionBase):
             raise
         self._write(meet, f"host-{host}.json", {"report": report})
         reports = self._wait(meet, batch, args["plan_timeout"])
+        placement, planned = self._plan(shards, reports, request)
+        module_args = self._apply_args(args, host, placement, reports[host], request, source_info)
+        applied = self._run_host(module_args, task_vars)
+        self._remove_tmp_path(self._connection._shell.tmpdir)
+        result.update(applied)
+        result.pop("invocation", None)
+        result.update(self._summary(args, host, shards, placement, planned, reports, request, source_info))
+        for key in ("fetched", "verified", "refetched", "actions"):
+            result.setdefault(key, [])
+        return result
 
-        coordinator = request["coordinator"]
+    # -- candidates mode: this task, on the coordinator, drives every candidate host -------------------------
+
+    def _drive(self, args, task_vars, result):
+        host = task_vars["inventory_hostname"]
+        candidates = list(dict.fromkeys(args["candidates"]))
+        known = set(task_vars.get("groups", {}).get("all", []))
+        unknown = [name for name in candidates if name not in known]
+        if unknown:
+            raise AnsibleActionFail(f"candidates not in the inventory: {', '.join(unknown)}")
+        coordinator = args.get("coordinator") or host
+        if coordinator not in candidates:
+            candidates.insert(0, coordinator)
+        request = self._check(args, candidates, coordinator=coordinator)
+        shards, source_info = self._resolve(args)
+        stat_args = {
+            "model_dir": args["model_dir"],
+            "_request": {"phase": "stat", "names": [shard["name"] for shard in shards]},
+        }
+        reports = {}
+        for name in candidates:
+            reply = self._on(name, stat_args, task_vars)
+            if reply.get("failed") or reply.get("unreachable") or "report" not in reply:
+                raise AnsibleActionFail(f"{name}: could not inspect the model directory: {reply.get('msg', reply)}")
+            reports[name] = reply["report"]
+        placement, planned = self._plan(shards, reports, request)
+        per_host = {}
+        changed = False
+        failures = []
+        for name in candidates:
+            module_args = self._apply_args(args, name, placement, reports[name], request, source_info)
+            reply = self._on(name, module_args, task_vars)
+            per_host[name] = {key: reply.get(key, []) for key in ("fetched", "verified", "refetched", "actions")}
+            per_host[name]["assigned"] = [shard["name"] for shard in placement if shard["host"] == name]
+            changed = changed or bool(reply.get("changed"))
+            if reply.get("failed") or reply.get("unreachable"):
+                failures.append(f"{name}: {reply.get('msg', 'failed')}")
+                break
+        mine = per_host.get(coordinator, {})
+        result.update({key: mine.get(key, []) for key in ("fetched", "verified", "refetched", "actions")})
+        result.update(self._summary(args, coordinator, shards, placement, planned, reports, request, source_info))
+        result["per_host"] = per_host
+        result["changed"] = changed
+        if failures:
+            result.update(failed=True, msg="; ".join(failures))
+        return result
+
+    def _on(self, name, module_args, task_vars):
+        """Run this action for one host's part: on the task's own host directly, on another one delegated."""
+        if name == task_vars["inventory_hostname"] and not self._task.delegate_to:
+            reply = self._run_host(module_args, task_vars)
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+            return reply
+        from ansible.executor.task_executor import TaskExecutor  # noqa: PLC0415 - only this mode needs it
+
+        hostvars = task_vars["hostvars"]
+        variable_manager = hostvars._variable_manager  # noqa: SLF001 - delegation needs the play's variables
+        task = self._task.copy(exclude_parent=False, exclude_tasks=True)
+        task.args = module_args
+        task.delegate_to = name
+        task.loop = None
+        task.loop_with = None
+        task.register = None
+        executor = TaskExecutor(
+            host=variable_manager._inventory.get_host(task_vars["inventory_hostname"]),  # noqa: SLF001
+            task=task,
+            job_vars=dict(task_vars),
+            play_context=self._play_context,
+            loader=self._loader,
+            shared_loader_obj=self._shared_loader_obj,
+            final_q=_NoCallbacks(),
+            variable_manager=variable_manager,
+        )
+        return executor.run()
+
+    # -- one host's part -------------------------------------------------------------------------------------
+
+    def _run_host(self, module_args, task_vars):
+        """Copy controller files the host needs, run the module (stat or apply); a second run copies the rest."""
+        request = dict(module_args.get("_request") or {})
+        if request.get("phase") != "apply":
+            return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        given = request.get("shards", [])
+        request["shards"] = self._with_sources(given)
+        module_args = {**module_args, "_request": request}
+        applied = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        if applied.get("need_source"):
+            need = set(applied["need_source"])
+            request["shards"] = self._with_sources([shard for shard in given if shard["name"] in need], force=True)
+            again = self._execute_module(
+                module_name=MODULE, module_args={**module_args, "_request": request}, task_vars=task_vars
+            )
+            for key in ("fetched", "actions", "refetched"):
+                applied[key] = applied.get(key, []) + again.get(key, [])
+            applied["changed"] = applied.get("changed") or again.get("changed")
+            applied.pop("need_source", None)
+            if again.get("failed"):
+                applied.update(failed=True, msg=again.get("msg"))
+        return applied
+
+    # -- planning, shared by both modes ------------------------------------------------------------------------
+
+    @staticmethod
+    def _plan(shards, reports, request):
         hosts_input = {
-            name: {
-                "free": rep["free"],
-                "partial_bytes": rep["partial_bytes"],
-                "complete": rep["complete"],
-            }
+            name: {"free": rep["free"], "partial_bytes": rep["partial_bytes"], "complete": rep["complete"]}
             for name, rep in reports.items()
         }
         try:
-            planned = shard_plan.plan(shards, hosts_input, coordinator, request["reserve"])
+            planned = shard_plan.plan(shards, hosts_input, request["coordinator"], request["reserve"])
         except shard_plan.PlanError as exc:
             raise AnsibleActionFail(f"nothing was downloaded: {exc}") from None
+        return planned["placement"], planned
 
-        placement = planned["placement"]
+    def _apply_args(self, args, host, placement, report, request, source_info):
+        coordinator = request["coordinator"]
         mine = [shard for shard in placement if shard["host"] == host]
         elsewhere = [shard["name"] for shard in placement if shard["host"] != host]
         links = {}
@@ -81,67 +205,66 @@ class ActionModule(ActionBase):
             for shard in placement:
                 if shard["host"] != host:
                     links[shard["name"]] = os.path.join(request["mounts"][shard["host"]], shard["name"])
-        module_shards = [
-            {key: shard[key] for key in ("name", "size", "sha256", "etag", "url", "src_controller") if key in shard}
-            for shard in mine
-        ]
-        request_args = {
-            "phase": "apply",
-            "links": links,
-            "drop": [name for name in elsewhere if "partial" in report["files"].get(name, {})],
-            "shards": self._with_sources(module_shards, report, task_vars),
-        }
-        module_args = {
+        shards = []
+        for shard in mine:
+            entry = {key: shard[key] for key in ("name", "size", "sha256", "etag", "url") if key in shard}
+            if "src_controller" in shard:
+                entry["src_controller"] = shard["src_controller"]
+                entry["present"] = report["complete"].get(shard["name"]) == shard["size"]
+            shards.append(entry)
+        return {
             "model_dir": args["model_dir"],
             "verify": args["verify"],
             "timeout": args["timeout"],
             "retries": args["retries"],
             "validate_certs": args["validate_certs"],
-            "_request": request_args,
+            "_request": {
+                "phase": "apply",
+                "links": links,
+                "drop": [name for name in elsewhere if "partial" in report["files"].get(name, {})],
+                "shards": shards,
+            },
             "_headers": source_info.get("headers", {}),
         }
-        applied = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
-        if applied.get("need_source"):
-            need = set(applied["need_source"])
-            request_args["shards"] = self._with_sources(
-                [shard for shard in module_shards if shard["name"] in need], report, task_vars, force=True
-            )
-            again = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
-            for key in ("fetched", "actions", "refetched"):
-                applied[key] = applied.get(key, []) + again.get(key, [])
-            applied["changed"] = applied.get("changed") or again.get("changed")
-            if again.get("failed"):
-                applied.update(failed=True, msg=again.get("msg"))
-        self._remove_tmp_path(self._connection._shell.tmpdir)
 
-        result.update(applied)
-        result.pop("invocation", None)
-        result.update(
-            plan=[{key: shard[key] for key in ("name", "size", "sha256", "host")} for shard in placement],
-            hosts=planned["hosts"],
-            assigned=[shard["name"] for shard in mine],
-            links=links,
-            redundant=sorted(name for name in report["complete"] if name in elsewhere),
-            model_path=os.path.join(args["model_dir"], placement[0]["name"]),
-        )
-        result.setdefault("fetched", [])
-        result.setdefault("verified", [])
-        result.setdefault("refetched", [])
-        result.setdefault("actions", [])
+    def _summary(self, args, host, shards, placement, planned, reports, request, source_info):
+        coordinator = request["coordinator"]
+        elsewhere = {shard["name"] for shard in placement if shard["host"] != host}
+        links = {}
+        if host == coordinator and args["link"]:
+            links = {
+                shard["name"]: os.path.join(request["mounts"][shard["host"]], shard["name"])
+                for shard in placement
+                if shard["host"] != host
+            }
+        summary = {
+            "plan": [
+                {
+                    **{key: shard[key] for key in ("name", "size", "sha256", "host")},
+                    "path": os.path.join(args["model_dir"], shard["name"]),
+                }
+                for shard in placement
+            ],
+            "hosts": planned["hosts"],
+            "assigned": [shard["name"] for shard in placement if shard["host"] == host],
+            "links": links,
+            "redundant": sorted(name for name in reports[host]["complete"] if name in elsewhere),
+            "model_path": os.path.join(args["model_dir"], placement[0]["name"]),
+        }
         if "revision" in source_info:
-            result["revision"] = source_info["revision"]
+            summary["revision"] = source_info["revision"]
         if self._task.diff:
-            result["diff"] = {
+            summary["diff"] = {
                 "before_header": "shard placement (now)",
                 "after_header": "shard placement (plan)",
                 "before": _describe_now(shards, reports, coordinator),
                 "after": "".join(f"{shard['name']}: {shard['host']}\n" for shard in placement),
             }
-        return result
+        return summary
 
     # -- validation ---------------------------------------------------------------------------------------
 
-    def _check(self, args, batch):
+    def _check(self, args, batch, coordinator=None, meeting=False):
         if not os.path.isabs(args["model_dir"]):
             raise AnsibleActionFail(f"model_dir must be an absolute path, got {args['model_dir']!r}")
         sources = [key for key in ("hf_repo", "urls", "files") if args.get(key)]
@@ -149,14 +272,14 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"give exactly one source of hf_repo, urls and files (got {sources or 'none'})")
         if args.get("hf_repo") and not args.get("hf_pattern"):
             raise AnsibleActionFail("hf_pattern is required with hf_repo (for example '*q4_k_m*.gguf')")
-        coordinator = args.get("coordinator") or batch[0]
+        coordinator = coordinator or args.get("coordinator") or batch[0]
         if coordinator not in batch:
             raise AnsibleActionFail(
                 f"unknown coordinator {coordinator!r}: it must be one of the hosts running this task "
                 f"({', '.join(batch)})"
             )
         forks = (context.CLIARGS or {}).get("forks") or C.DEFAULT_FORKS
-        if len(batch) > int(forks):
+        if meeting and len(batch) > int(forks):
             raise AnsibleActionFail(
                 f"{len(batch)} hosts plan together but forks is {forks}: raise forks to at least {len(batch)}"
             )
@@ -222,21 +345,20 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"could not inspect the model directory: {reply.get('msg', reply)}")
         return reply["report"]
 
-    def _with_sources(self, shards, report, task_vars, force=False):
-        """Copy controller files to the host (remote tmp) for the shards it does not hold at the right size."""
+    def _with_sources(self, shards, force=False):
+        """Copy controller files to the host (remote tmp) unless the host holds them at the right size already."""
         out = []
         for given in shards:
             shard = dict(given)
             src = shard.pop("src_controller", None)
-            if src is not None:
-                present = report["complete"].get(shard["name"]) == shard["size"]
-                if force or not present:
-                    if self._connection._shell.tmpdir is None:
-                        self._make_tmp_path()
-                    remote = self._connection._shell.join_path(self._connection._shell.tmpdir, shard["name"])
-                    self._transfer_file(src, remote)
-                    self._fixup_perms2((self._connection._shell.tmpdir, remote))
-                    shard["src"] = remote
+            present = shard.pop("present", False)
+            if src is not None and (force or not present):
+                if self._connection._shell.tmpdir is None:
+                    self._make_tmp_path()
+                remote = self._connection._shell.join_path(self._connection._shell.tmpdir, shard["name"])
+                self._transfer_file(src, remote)
+                self._fixup_perms2((self._connection._shell.tmpdir, remote))
+                shard["src"] = remote
             out.append(shard)
         return out
 

@@ -36,8 +36,12 @@ description:
   - B(Progress.) While a shard downloads, C(MODEL_DIR/.llamarpc-progress.json) on that host is rewritten about
     once a second (file, done, total, percent, bytes_per_second, eta_seconds); watch it with
     C(watch cat MODEL_DIR/.llamarpc-progress.json), or watch C(NAME.partial) grow.
-  - All candidate hosts must run the task at the same time (they meet on the controller to plan), so
-    C(forks) must be at least the number of hosts in the batch, and the free strategy is not supported.
+  - B(Two ways to run it.) Either on every candidate host at the same time (the play's hosts, or the current
+    C(serial) batch, are the candidates; they meet on the controller to plan, so C(forks) must be at least the
+    number of hosts in the batch, and the free strategy is not supported); or on the coordinator alone with
+    O(candidates) listing the hosts: the task then inspects and fills every candidate itself, one after the
+    other, delegating to each with its inventory connection settings (what the C(llamarpc.cluster.llama_model)
+    role does).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -55,8 +59,17 @@ options:
   coordinator:
     description:
       - Inventory name of the host that loads the model. It is preferred for shards and gets the symlinks.
-      - Defaults to the first host of the play batch.
+      - Defaults to the first host of the play batch, or with O(candidates) to the host the task runs on.
     type: str
+  candidates:
+    description:
+      - Inventory names of the hosts that may hold shards, when the task runs on the coordinator alone (the
+        coordinator is always one of them). Each host is reached as a delegated task would reach it (its
+        C(ansible_host), user, port, key, become settings). Hosts are inspected and filled one after the other.
+      - Empty (the default) - the hosts running the task are the candidates.
+    type: list
+    elements: str
+    default: []
   hf_repo:
     description: Hugging Face repository id (C(owner/name)) to take the shards from.
     type: str
@@ -199,6 +212,16 @@ EXAMPLES = r"""
           - url: http://10.213.0.1:8080/tiny-00002-of-00002.gguf
             sha256: 0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0
 
+- name: From a play on the coordinator alone, fill the coordinator and the workers
+  hosts: coordinator
+  tasks:
+    - name: Plan over the coordinator and the workers, fetch each shard onto its host
+      llamarpc.cluster.gguf_shard_place:
+        files: "{{ lookup('ansible.builtin.fileglob', '/srv/models/tiny-*.gguf', wantlist=True) | sort }}"
+        model_dir: /data/models/tiny
+        candidates: "{{ groups['rpc_workers'] }}"
+      become: true
+
 - name: Check what would happen, and show the plan
   hosts: coordinator:rpc_workers
   tasks:
@@ -212,13 +235,16 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: Every shard in file order with the host it is placed on (the same on every host).
+  description:
+    - Every shard in file order with the host it is placed on and its path on that host (the same on every host).
   returned: always
   type: list
   elements: dict
   sample:
-    - {name: m-00001-of-00002.gguf, size: 3795193856, sha256: 9f86d0..., host: node1}
-    - {name: m-00002-of-00002.gguf, size: 3791290336, sha256: 60303a..., host: node2}
+    - {name: m-00001-of-00002.gguf, size: 3795193856, sha256: 9f86d0..., host: node1,
+       path: /data/models/m/m-00001-of-00002.gguf}
+    - {name: m-00002-of-00002.gguf, size: 3791290336, sha256: 60303a..., host: node2,
+       path: /data/models/m/m-00002-of-00002.gguf}
 hosts:
   description: Per candidate host, the usable bytes (free + partials + its kept shards - reserve), the bytes
     assigned and the bytes left.
@@ -267,6 +293,17 @@ model_path:
   returned: always
   type: str
   sample: /data/models/qwen2.5-32b/m-00001-of-00002.gguf
+per_host:
+  description: With O(candidates), what happened on each candidate host (the other keys describe the coordinator).
+  returned: when O(candidates) is used
+  type: dict
+  sample:
+    node2:
+      assigned: [m-00002-of-00002.gguf]
+      fetched: [{name: m-00002-of-00002.gguf, resumed_from: 0, downloaded: 3791290336, seconds: 211.4}]
+      verified: []
+      refetched: []
+      actions: [fetch m-00002-of-00002.gguf]
 revision:
   description: The commit the Hugging Face revision resolved to.
   returned: when O(hf_repo) is used
@@ -287,6 +324,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fet
 TASK_OPTIONS = {
     "model_dir": {"type": "path", "required": True},
     "coordinator": {"type": "str"},
+    "candidates": {"type": "list", "elements": "str", "default": []},
     "hf_repo": {"type": "str"},
     "hf_revision": {"type": "str", "default": "main"},
     "hf_pattern": {"type": "str"},
