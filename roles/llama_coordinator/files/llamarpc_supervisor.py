@@ -49,6 +49,29 @@ def probe_all(endpoints, timeout):
         return dict(zip(endpoints, pool.map(one, endpoints), strict=True))
 
 
+def established_peers(tables=("/proc/net/tcp", "/proc/net/tcp6")):
+    """``host:port`` of every peer this host has an ESTABLISHED TCP connection to (IPv4 peers)."""
+    peers = set()
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 4 or fields[3] != "01":
+                continue
+            address, port = fields[2].split(":")
+            if len(address) == 32:  # IPv6 table: only IPv4-mapped peers (::ffff:a.b.c.d) are ours
+                if not address.startswith("0000000000000000FFFF0000"):
+                    continue
+                address = address[24:]
+            octets = bytes.fromhex(address)[::-1]
+            peers.add(f"{'.'.join(str(octet) for octet in octets)}:{int(port, 16)}")
+    return peers
+
+
 def listening(url, timeout=5.0):
     """llama-server answers /health at all: 200 when serving, 503 while it loads. Either way it is connected to
     every worker of its plan (it starts only when all answer HELLO and aborts when one goes away)."""
@@ -139,10 +162,12 @@ def cmd_check(args):
     override = os.path.exists(args.override)
     in_force = read_json(args.plan_in_force, None) if override else None
     current = (in_force or config["plan"])["rpc"].split(",")
-    # A worker serves one client at a time: while llama-server runs, the workers of the plan in force are busy
-    # serving it (a probe could only time out in their backlog), so only the others are probed.
+    # A worker serves one client at a time: while llama-server runs and holds its connection to a worker of the plan
+    # in force, that worker is busy serving it (a probe could only time out in its backlog). Every other worker is
+    # probed, including one of the plan whose connection is gone (it died, even if llama-server has not noticed).
     serving = listening(config["url"])
-    to_probe = [endpoint for endpoint in names if not (serving and endpoint in current)]
+    connected = established_peers() if serving else set()
+    to_probe = [endpoint for endpoint in names if not (serving and endpoint in current and endpoint in connected)]
     states = {endpoint: "serving" for endpoint in names if endpoint not in to_probe}
     states.update(probe_all(to_probe, args.probe_timeout) if to_probe else {})
     down_since = {}
@@ -176,6 +201,11 @@ def cmd_check(args):
         restart(config["service"])
         verdict = "restored"
         message = "every worker of the deployed plan is back: restored it"
+    elif serving and any(e in current and e not in connected and states[e] == "ready" for e in names):
+        # A worker of the plan restarted while llama-server idled: reconnect now rather than fail the next request.
+        restart(config["service"])
+        verdict = "reconnected"
+        message = "a planned worker restarted while llama-server was idle: restarted llama-server to reconnect"
     elif down_since:
         verdict = "degraded"
         message = "down: " + ", ".join(f"{name} for {now - since:.0f} s" for name, since in sorted(down_since.items()))

@@ -1,0 +1,143 @@
+"""The coordinator's supervisor: peers from /proc/net/tcp, re-plans, restores (systemctl and probes replaced)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+SPEC = importlib.util.spec_from_file_location(
+    "llamarpc_supervisor", ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py"
+)
+supervisor = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(supervisor)
+
+GIB = 1 << 30
+
+
+def test_established_peers_parses_ipv4_and_mapped_ipv6(tmp_path):
+    tcp = tmp_path / "tcp"
+    tcp.write_text(
+        "  sl  local_address rem_address   st\n"
+        "   0: 0B00D50A:8F1A 0C00D50A:C3C4 01 0\n"  # 10.213.0.11:36634 -> 10.213.0.12:50116 established
+        "   1: 0B00D50A:8F1B 0D00D50A:C3C4 06 0\n"  # TIME_WAIT: ignored
+    )
+    tcp6 = tmp_path / "tcp6"
+    tcp6.write_text(
+        "  sl  local_address rem_address   st\n"
+        "   0: 0000000000000000FFFF00000B00D50A:1F90 0000000000000000FFFF00000E00D50A:C354 01 0\n"
+        "   1: 00000000000000000000000001000000:1F90 00000000000000000000000001000000:C354 01 0\n"
+    )
+    assert supervisor.established_peers((str(tcp), str(tcp6))) == {"10.213.0.12:50116", "10.213.0.14:50004"}
+
+
+def config(tmp_path, replan_after=20):
+    workers = [{"name": f"n{i}", "endpoint": f"10.0.0.{i}:50052", "mem_available": 4 * GIB} for i in (1, 2, 3)]
+    summary = {
+        "n_layer": 8,
+        "n_head_kv": 2,
+        "head_k": 64,
+        "head_v": 64,
+        "layer_bytes": [100 << 20] * 8,
+        "output_bytes": 10 << 20,
+        "embedding_bytes": 10 << 20,
+    }
+    data = {
+        "service": "llamarpc-server",
+        "url": "http://10.0.0.1:8080",
+        "workers": workers,
+        "summary": summary,
+        "options": {
+            "ctx_size": 512,
+            "parallel": 1,
+            "cache_type_k": "f16",
+            "cache_type_v": "f16",
+            "headroom": 0,
+            "overhead": 0,
+            "strategy": "all",
+            "coordinator": None,
+        },
+        "plan": {"rpc": ",".join(w["endpoint"] for w in workers), "devices": "RPC0,RPC1,RPC2", "tensor_split": "3,3,3"},
+        "replan_after": replan_after,
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """Probes, llama-server's health, connections and restarts under the test's control."""
+    state = {"down": set(), "serving": True, "restarts": 0, "now": 1000.0}
+    monkeypatch.setattr(
+        supervisor,
+        "probe_all",
+        lambda endpoints, timeout: {e: "refused" if e in state["down"] else "ready" for e in endpoints},
+    )
+    monkeypatch.setattr(supervisor, "listening", lambda url: state["serving"])
+    monkeypatch.setattr(
+        supervisor, "established_peers", lambda: {f"10.0.0.{i}:50052" for i in (1, 2, 3)} - state["down"]
+    )
+    monkeypatch.setattr(supervisor, "restart", lambda service: state.__setitem__("restarts", state["restarts"] + 1))
+    monkeypatch.setattr(supervisor.time, "time", lambda: state["now"])
+    paths = [
+        "--plan",
+        str(config(tmp_path)),
+        "--override",
+        str(tmp_path / "o.env"),
+        "--plan-in-force",
+        str(tmp_path / "p.json"),
+        "--state",
+        str(tmp_path / "s.json"),
+    ]
+
+    def check():
+        assert supervisor.main([*paths, "check"]) == 0
+        return json.loads((tmp_path / "s.json").read_text())
+
+    state["check"] = check
+    state["override"] = tmp_path / "o.env"
+    return state
+
+
+def test_a_worker_down_past_the_limit_is_planned_around_then_taken_back(world):
+    assert world["check"]()["verdict"] == "ok"
+    world["down"].add("10.0.0.3:50052")
+    assert world["check"]()["verdict"] == "degraded"  # down, but not for long yet
+    assert world["restarts"] == 0
+    world["now"] += 25
+    record = world["check"]()
+    assert record["verdict"] == "replanned" and "n3" in record["message"]
+    assert "LLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n" in world["override"].read_text()
+    assert world["restarts"] == 1
+    world["down"].clear()
+    world["now"] += 5
+    assert world["check"]()["verdict"] == "restored"
+    assert not world["override"].exists()
+    assert world["restarts"] == 2
+
+
+def test_when_the_model_no_longer_fits_it_stays_down_and_says_why(world, tmp_path):
+    world["down"].update({"10.0.0.2:50052", "10.0.0.3:50052"})
+    world["check"]()
+    world["now"] += 30
+    # Two workers of 4 GiB are gone: one cannot hold 8 x 100 MiB? It can; make it not fit by shrinking memory.
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["workers"][0]["mem_available"] = 300 << 20
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    record = world["check"]()
+    assert record["verdict"] == "down"
+    assert "does not fit" in record["message"] and "n2, n3" in record["message"]
+    assert world["restarts"] == 0 and not world["override"].exists()
+
+
+def test_a_worker_that_restarted_while_llama_server_idled_triggers_a_reconnect(world, monkeypatch):
+    # The connection to n2 is gone (the worker restarted) but n2 answers HELLO again.
+    monkeypatch.setattr(supervisor, "established_peers", lambda: {"10.0.0.1:50052", "10.0.0.3:50052"})
+    record = world["check"]()
+    assert record["verdict"] == "reconnected" and world["restarts"] == 1
