@@ -12,8 +12,8 @@ module: llama_cluster_plan
 short_description: Plan which llama.cpp RPC workers hold a model's layers, and in what proportions
 version_added: 0.1.0
 description:
-  - Reads the model's GGUF headers (every shard of a split model, found from shard 1's name as llama.cpp does):
-    weight bytes per layer, layer count, KV heads and head sizes.
+  - Reads the model's GGUF headers (every shard of a split model, found from shard 1's name as llama.cpp does), the
+    weight bytes per layer, the layer count, the KV heads and the head sizes.
   - Computes the KV cache from the per-slot context size, the parallel slots and the cache types, and chooses
     the fewest reachable workers whose memory holds the layers (O(strategy=fewest)), or every reachable worker
     (O(strategy=all)), with C(--tensor-split) proportions to their memory.

@@ -15,7 +15,7 @@ description:
   - Reads C(MemTotal) and C(MemAvailable) from C(/proc/meminfo) and, when the host runs in a memory cgroup with a
     limit (a container, a VM-like slice), the limit and usage of that cgroup (v2 C(memory.max)/C(memory.current),
     v1 C(memory.limit_in_bytes)/C(memory.usage_in_bytes)).
-  - C(available) is the smaller of MemAvailable and the cgroup's remaining memory. It is what the planner uses:
+  - C(available) is the smaller of MemAvailable and the cgroup's remaining memory. It is what the planner uses, since
     llama.cpp's CPU workers report free == total over RPC.
   - Changes nothing.
 author:

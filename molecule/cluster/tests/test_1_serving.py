@@ -45,9 +45,10 @@ def test_completion_answers_with_timings():
 
 
 def test_api_key_is_required():
-    status, body = api("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, key=None)
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    status, body = api("/v1/chat/completions", chat, key=None)
     assert status == 401, body
-    status, body = api("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, key="wrong")
+    status, body = api("/v1/chat/completions", chat, key="wrong")
     assert status == 401, body
     assert api("/health", key=None)[0] == 200
 

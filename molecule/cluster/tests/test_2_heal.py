@@ -20,7 +20,7 @@ def supervisor():
 
 def test_killed_worker_serves_again_within_60_seconds():
     assert serving()
-    lab("node3").run_expect([0], "systemctl kill --signal=KILL llamarpc-rpc-worker.service")
+    lab("node3").run_expect([0], "systemctl kill --kill-whom=main --signal=KILL llamarpc-rpc-worker.service")
     time.sleep(1)
     took = wait_serving(120)
     print(f"\nworker SIGKILLed -> serving again after {took} s")

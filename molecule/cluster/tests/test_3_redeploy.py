@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
@@ -10,17 +9,14 @@ import yaml
 from clusterlib import deployed_plan, wait_serving
 from labtest import BIN, INVENTORY, REPO, ansible_env, lab
 
-SCENARIO = REPO / "molecule" / "cluster"
-
 
 def inventory_copy(tmp_path, edit):
-    """A copy of the lab inventory (with the scenario's group_vars beside it), changed by ``edit``."""
+    """A copy of the lab inventory (it holds the scenario's settings too), changed by ``edit``."""
     with open(INVENTORY, encoding="utf-8") as handle:
         data = yaml.safe_load(handle)
     edit(data["all"])
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(data))
-    shutil.copytree(SCENARIO / "group_vars", tmp_path / "group_vars")
     return path
 
 
