@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh, _wireguard
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh, _tailscale, _wireguard
 
 DOCUMENTATION = r"""
 name: mesh_addresses
@@ -24,6 +24,8 @@ description:
   - And C(wireguard_peers) - for host names, their hostvars, this host's name and a keepalive, the WireGuard
     peers of this host (every other host that published its C(wireguard_node) fact), sorted by name; and
     C(wireguard_dump) - the output of C(wg show INTERFACE dump) as a dictionary (the private key left out).
+  - And C(tailscale_problems) - for an auth key, a login server, tags and a host name, the messages about what
+    Tailscale would refuse (the key itself never appears in them).
 options:
   _input:
     description: Host names (for example C(groups['rpc_workers'])).
@@ -91,6 +93,12 @@ def wireguard_dump(text):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def tailscale_problems(auth_key, login_server="", tags=(), hostname=""):
+    """What is wrong with Tailscale settings (auth key format, tags, host name); empty when nothing is."""
+    problems = [_tailscale.auth_key_problem(auth_key, login_server), _tailscale.hostname_problem(hostname)]
+    return [problem for problem in problems if problem] + _tailscale.tag_problems(list(tags or []))
+
+
 class FilterModule:
     """llamarpc.cluster filters."""
 
@@ -100,4 +108,5 @@ class FilterModule:
             "mesh_plan": mesh_plan,
             "wireguard_peers": wireguard_peers,
             "wireguard_dump": wireguard_dump,
+            "tailscale_problems": tailscale_problems,
         }

@@ -77,7 +77,7 @@ def parse_dump(text):
 
     The first line is the interface (private key, public key, listen port, fwmark); every other line is a
     peer (public key, preshared key, endpoint, allowed ips, latest handshake, rx bytes, tx bytes, keepalive).
-    The private key is not returned.
+    The private key is not returned, only whether the interface has one.
     """
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
@@ -85,7 +85,12 @@ def parse_dump(text):
     head = lines[0].split("\t")
     if len(head) != 4:
         raise ValueError(f"unexpected interface line of wg show dump: {len(head)} fields")
-    interface = {"public_key": head[1], "listen_port": int(head[2]), "fwmark": head[3]}
+    interface = {
+        "public_key": None if head[1] == "(none)" else head[1],
+        "has_private_key": head[0] != "(none)",
+        "listen_port": int(head[2]),
+        "fwmark": head[3],
+    }
     result = []
     for line in lines[1:]:
         fields = line.split("\t")

@@ -14,12 +14,13 @@ TABLE = "llamarpc_test_block"
 def plain_traffic_blocked():
     """On node2: drop everything from the other lab hosts but WireGuard's UDP port (the controller keeps SSH)."""
     node2 = lab("node2")
-    others = ", ".join(lab_address(name) for name in HOSTS if name != "node2")
-    rules = (
-        f"table inet {TABLE} {{ chain input {{ type filter hook input priority filter - 10; policy accept; "
-        f"ip saddr {{ {others} }} udp dport {PORT} accept; ip saddr {{ {others} }} drop; }} }}"
+    others = "{ " + ", ".join(lab_address(name) for name in HOSTS if name != "node2") + " }"
+    node2.check_output(
+        f"nft add table inet {TABLE} && "
+        f"nft add chain inet {TABLE} input '{{ type filter hook input priority -10; policy accept; }}' && "
+        f"nft add rule inet {TABLE} input ip saddr '{others}' udp dport {PORT} accept && "
+        f"nft add rule inet {TABLE} input ip saddr '{others}' drop"
     )
-    node2.check_output(f"nft '{rules}'")
     try:
         yield
     finally:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.llamarpc.cluster.plugins.filter.mesh import tailscale_problems
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _tailscale as ts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tailscale"
@@ -177,3 +178,9 @@ def test_fixtures_say_where_they_come_from():
         for value in data.values():
             if value.lstrip().startswith("{"):
                 json.loads(value)
+
+
+def test_filter_collects_every_problem():
+    assert tailscale_problems("tskey-auth-k1-s", "", ["tag:a"], "node1") == []
+    problems = tailscale_problems("hunter2-password", "", ["a"], "node_1")
+    assert len(problems) == 3 and not any("hunter2-password" in problem for problem in problems)

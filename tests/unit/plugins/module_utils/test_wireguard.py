@@ -91,7 +91,13 @@ def test_dump():
         + "\t(none)\t(none)\t(none)\t0\t0\t0\toff\n"
     )
     dump = wireguard_dump(text)
-    assert dump["interface"] == {"public_key": KEYS["node1"], "listen_port": 51820, "fwmark": "off"}
+    assert dump["interface"] == {
+        "public_key": KEYS["node1"],
+        "has_private_key": True,
+        "listen_port": 51820,
+        "fwmark": "off",
+    }
+    assert wireguard_dump("(none)\t(none)\t51820\toff\n")["interface"]["has_private_key"] is False
     assert "cHJpdmF0ZQ==" not in repr(dump)
     assert dump["peers"][0]["endpoint"] == "10.213.3.12:51820" and dump["peers"][0]["rx_bytes"] == 9212
     assert dump["peers"][1] == {
