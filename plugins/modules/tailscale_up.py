@@ -42,7 +42,7 @@ options:
     type: str
     default: ""
   accept_dns:
-    description: Accept the tailnet's DNS settings (MagicDNS). Off by default: the host's resolver stays as it is.
+    description: Accept the tailnet's DNS settings (MagicDNS). Off by default, so the host's resolver stays as it is.
     type: bool
     default: false
   timeout:
