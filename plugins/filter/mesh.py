@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh, _tailscale, _wireguard
 
 DOCUMENTATION = r"""
 name: mesh_addresses
@@ -19,6 +21,11 @@ description:
     hostvars, a provider and a mesh subnet, a dictionary with C(addresses) (name to mesh address), C(sources)
     (name to V(inventory), V(ansible_host) or V(derived)) and C(errors) (messages about unknown providers,
     addresses that are not IPv4 or not in the subnet, and duplicate addresses).
+  - And C(wireguard_peers) - for host names, their hostvars, this host's name and a keepalive, the WireGuard
+    peers of this host (every other host that published its C(wireguard_node) fact), sorted by name; and
+    C(wireguard_dump) - the output of C(wg show INTERFACE dump) as a dictionary (the private key left out).
+  - And C(tailscale_problems) - for an auth key, a login server, tags and a host name, the messages about what
+    Tailscale would refuse (the key itself never appears in them).
 options:
   _input:
     description: Host names (for example C(groups['rpc_workers'])).
@@ -70,8 +77,36 @@ def mesh_plan(names, hostvars, provider, subnet=""):
     return _mesh.plan(list(names), hostvars, str(provider), str(subnet))
 
 
+def wireguard_peers(names, hostvars, me, keepalive=0):
+    """The WireGuard [Peer] entries of host ``me``."""
+    try:
+        return _wireguard.peers(list(names), hostvars, str(me), keepalive)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def wireguard_dump(text):
+    """``wg show INTERFACE dump`` parsed."""
+    try:
+        return _wireguard.parse_dump(str(text))
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def tailscale_problems(auth_key, login_server="", tags=(), hostname=""):
+    """What is wrong with Tailscale settings (auth key format, tags, host name); empty when nothing is."""
+    problems = [_tailscale.auth_key_problem(auth_key, login_server), _tailscale.hostname_problem(hostname)]
+    return [problem for problem in problems if problem] + _tailscale.tag_problems(list(tags or []))
+
+
 class FilterModule:
     """llamarpc.cluster filters."""
 
     def filters(self):
-        return {"mesh_addresses": mesh_addresses, "mesh_plan": mesh_plan}
+        return {
+            "mesh_addresses": mesh_addresses,
+            "mesh_plan": mesh_plan,
+            "wireguard_peers": wireguard_peers,
+            "wireguard_dump": wireguard_dump,
+            "tailscale_problems": tailscale_problems,
+        }

@@ -159,6 +159,23 @@ CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 RECORD = "host.json"
 
 
+SYSFS_NET_UNIT = "llamarpc-lab-sysfs-net.service"
+SYSFS_NET_UNIT_TEXT = """[Unit]
+Description=This lab host's own network devices in /sys/class/net (systemd-nspawn shows the controller's)
+DefaultDependencies=no
+Before=sysinit.target network-pre.target
+Wants=network-pre.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/mkdir -p /run/llamarpc-lab/sysfs
+ExecStart=/bin/mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /run/llamarpc-lab/sysfs
+ExecStart=/bin/mount --bind /run/llamarpc-lab/sysfs/class/net /sys/class/net
+ExecStart=/bin/mount --bind /run/llamarpc-lab/sysfs/devices/virtual/net /sys/devices/virtual/net
+"""
+
+
 class Host:
     """Inspection and actions for one lab host; every action is appended to ``actions``."""
 
@@ -308,6 +325,14 @@ class Host:
         # user@UID is stopping (10 s after the previous session ended) waits for the stop and start, and
         # Ansible's become times out (seen on lab hosts after a controller-side pause between tasks).
         self.write(os.path.join(self.upper, "var/lib/systemd/linger", self.p["admin_user"]), "")
+        # systemd-nspawn with --network-namespace-path shows the controller's /sys/class/net in the host, so
+        # Ansible's facts miss the host's own interfaces (a WireGuard interface, for one). A fresh sysfs mounted
+        # inside the host's network namespace lists its own; it is bound over the two net directories at boot.
+        self.write(os.path.join(etc, "systemd", "system", SYSFS_NET_UNIT), SYSFS_NET_UNIT_TEXT)
+        self.write(
+            os.path.join(etc, "systemd", "system", "sysinit.target.d", "llamarpc-lab.conf"),
+            f"[Unit]\nWants={SYSFS_NET_UNIT}\n",
+        )
         ssh_dir = os.path.join(self.upper, home.lstrip("/"), ".ssh")
         if (
             self.write(os.path.join(ssh_dir, "authorized_keys"), p["authorized_key"].strip() + "\n", mode=0o600)

@@ -1,0 +1,66 @@
+"""The WireGuard mesh on three lab hosts (no kernel module): a full mesh in userspace, supervised by systemd."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from conftest import HOSTS, IFACE, PORT, lab_address, mesh_address, ping, wg_dump
+from labtest import lab, wait_for
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_wireguard_runs_in_userspace_under_systemd(name):
+    host = lab(name)
+    assert not host.file("/sys/module/wireguard").exists, "the lab kernel has no WireGuard module"
+    assert host.service(f"wg-quick@{IFACE}").is_enabled
+    go = host.check_output(f"systemctl show -p ActiveState,MainPID llamarpc-wireguard-go@{IFACE}.service")
+    assert "ActiveState=active" in go
+    pid = go.split("MainPID=")[1].split()[0]
+    assert host.check_output(f"cat /proc/{pid}/comm") == "wireguard-go"
+    assert mesh_address(name) in host.interface(IFACE).addresses
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_private_key_stays_on_the_host(name):
+    host = lab(name)
+    key = host.file(f"/etc/wireguard/{IFACE}.key")
+    assert key.mode == 0o600 and key.user == "root"
+    assert host.file("/etc/wireguard").mode == 0o700
+    private = key.content_string.strip()
+    assert private not in host.file(f"/etc/wireguard/{IFACE}.conf").content_string
+    # The interface uses the key from the file: its public key is the file's.
+    public = host.check_output(f"wg pubkey < /etc/wireguard/{IFACE}.key")
+    assert wg_dump(host)[0]["public_key"] == public
+
+
+def test_full_mesh_every_host_a_peer_of_every_other():
+    keys = {name: wg_dump(lab(name))[0]["public_key"] for name in HOSTS}
+    assert len(set(keys.values())) == len(HOSTS)
+    for name in HOSTS:
+        interface, peers = wg_dump(lab(name))
+        assert interface["listen_port"] == PORT
+        expected = {keys[other]: other for other in HOSTS if other != name}
+        assert set(peers) == set(expected), f"{name}: peers {peers}"
+        for key, other in expected.items():
+            assert peers[key]["allowed_ips"] == f"{mesh_address(other)}/32"
+            assert peers[key]["endpoint"] == f"{lab_address(other)}:{PORT}"
+
+
+@pytest.mark.parametrize(("source", "target"), list(itertools.permutations(HOSTS, 2)))
+def test_each_host_reaches_the_others_over_the_mesh(source, target):
+    assert wait_for(lambda: ping(lab(source), mesh_address(target)), timeout=15)
+
+
+def test_traffic_to_a_mesh_address_goes_through_the_tunnel():
+    """Ping node2's mesh address from node1: node1's counters for peer node2 grow by at least the bytes sent."""
+    node1, node2 = lab("node1"), lab("node2")
+    peer = wg_dump(node2)[0]["public_key"]
+    before = wg_dump(node1)[1][peer]
+    count, size = 50, 1000
+    assert ping(node1, mesh_address("node2"), count=count, size=size)
+    after = wg_dump(node1)[1][peer]
+    sent, received = after["tx"] - before["tx"], after["rx"] - before["rx"]
+    print(f"\nnode1 -> node2: {count} pings of {size} B: tunnel tx +{sent} B, rx +{received} B")
+    assert sent >= count * size and received >= count * size
+    assert after["latest_handshake"] > 0
