@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
-SCENARIOS ?= default worker lsyncd shards
+SCENARIOS ?= default worker lsyncd sshfs shards
 
 .PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
 
