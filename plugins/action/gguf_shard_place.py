@@ -174,8 +174,10 @@ class ActionModule(ActionBase):
             again = self._execute_module(
                 module_name=MODULE, module_args={**module_args, "_request": request}, task_vars=task_vars
             )
-            for key in ("fetched", "actions", "refetched"):
+            for key in ("fetched", "actions"):
                 applied[key] = applied.get(key, []) + again.get(key, [])
+            # A corrupt shard is found by both runs (the first one only asks for its source): name it once.
+            applied["refetched"] = list(dict.fromkeys(applied.get("refetched", []) + again.get("refetched", [])))
             applied["changed"] = applied.get("changed") or again.get("changed")
             applied.pop("need_source", None)
             if again.get("failed"):

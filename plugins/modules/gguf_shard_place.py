@@ -39,7 +39,7 @@ description:
   - B(Two ways to run it.) Either on every candidate host at the same time (the play's hosts, or the current
     C(serial) batch, are the candidates; they meet on the controller to plan, so C(forks) must be at least the
     number of hosts in the batch, and the free strategy is not supported); or on the coordinator alone with
-    O(candidates) listing the hosts: the task then inspects and fills every candidate itself, one after the
+    O(candidates) listing the hosts - the task then inspects and fills every candidate itself, one after the
     other, delegating to each with its inventory connection settings (what the C(llamarpc.cluster.llama_model)
     role does).
 author:

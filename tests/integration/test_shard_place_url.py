@@ -381,6 +381,7 @@ def test_killed_play_resumes(tmp_path, model, nginx, hosts):
         ({"reserve": "1T"}, "the model does not fit"),
         ({"urls": "BAD_SHA"}, "checksum mismatch"),
         ({"urls": "MISSING"}, "incomplete split set"),
+        ({"candidates": ["b", "zz"]}, "candidates not in the inventory: zz"),
     ],
 )
 def test_bad_input_changes_nothing(tmp_path, model, nginx, hosts, change, message):

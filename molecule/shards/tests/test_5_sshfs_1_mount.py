@@ -1,0 +1,128 @@
+"""node1's mount of node2's model directory (llama_model made it in converge): supervised, read-only,
+byte-exact, signals ignored, idempotent, stopped cleanly."""
+
+import signal
+import time
+
+from conftest import sha256
+from labtest import lab, wait_for
+from sshfs_lab import (
+    BIG,
+    CLIENT,
+    EXPORT_DIR,
+    EXPORT_USER,
+    FILES,
+    MOUNT,
+    SERVER,
+    UNIT,
+    address,
+    mount_args,
+    run_mount,
+    sig_ignored,
+    sshfs_entry,
+    unit_state,
+)
+
+MASKED = {signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
+
+
+def test_mounted_by_the_enabled_unit():
+    client = lab(CLIENT)
+    entry = sshfs_entry(client)
+    assert entry is not None, "no fuse.sshfs mount at the mount point"
+    assert entry[1] == f"{EXPORT_USER}@{address(SERVER)}:/"
+    assert "ro" in client.check_output(f"findmnt -n -o OPTIONS {MOUNT}").split(",")
+    state = unit_state(client)
+    assert state["ActiveState"] == "active"
+    assert state["UnitFileState"] == "enabled"
+    unit = client.file(f"/etc/systemd/system/{UNIT}").content_string
+    assert "Restart=always" in unit
+    assert "nohup" not in unit
+
+
+def test_every_file_reads_back_byte_exact():
+    client, server = lab(CLIENT), lab(SERVER)
+    for name in FILES:
+        assert sha256(client, f"{MOUNT}/{name}") == sha256(server, f"{EXPORT_DIR}/{name}"), name
+
+
+def test_mount_is_read_only():
+    client = lab(CLIENT)
+    assert client.run(f"touch {MOUNT}/written-by-client").rc != 0
+    assert not lab(SERVER).file(f"{EXPORT_DIR}/written-by-client").exists
+
+
+def test_sshfs_runs_with_hup_term_int_quit_ignored():
+    client = lab(CLIENT)
+    pid = unit_state(client)["MainPID"]
+    assert client.check_output(f"cat /proc/{pid}/comm") == "sshfs"
+    assert sig_ignored(client, pid) >= MASKED
+    result = run_mount(mount_args())
+    assert {"HUP", "TERM", "INT", "QUIT"} <= set(result["signals_ignored"])
+
+
+def test_ignored_signals_do_not_end_sshfs():
+    client = lab(CLIENT)
+    pid = unit_state(client)["MainPID"]
+    for sig in ("HUP", "INT", "QUIT", "TERM"):
+        client.run(f"kill -{sig} {pid}")
+    time.sleep(2)
+    assert unit_state(client)["MainPID"] == pid
+    assert client.run(f"timeout 10 stat {MOUNT}/{BIG}").rc == 0
+
+
+def test_rerun_and_check_mode_change_nothing():
+    for check in (True, False, True):
+        result = run_mount(mount_args(), check=check)
+        assert not result["failed"], result
+        assert not result["changed"], result
+        assert result["health"] == "ok"
+        assert result["mmap_ok"] is False  # direct_io, as the role mounted it
+
+
+def test_check_mode_predicts_an_option_change_and_changes_nothing():
+    client = lab(CLIENT)
+    before = client.file(f"/etc/systemd/system/{UNIT}").content_string
+    pid = unit_state(client)["MainPID"]
+    result = run_mount(mount_args(server_alive_interval=20), check=True)
+    assert result["changed"]
+    assert "write unit" in result["actions"]
+    assert "restart unit" in result["actions"]
+    assert client.file(f"/etc/systemd/system/{UNIT}").content_string == before
+    assert unit_state(client)["MainPID"] == pid
+
+
+def test_stopping_the_unit_unmounts_cleanly_and_quickly():
+    """sshfs ignores SIGTERM, so the unit stops it by unmounting (ExecStop), not by waiting for a timeout."""
+    client = lab(CLIENT)
+    started = time.monotonic()
+    client.check_output(f"systemctl stop {UNIT}")
+    assert time.monotonic() - started < 10
+    assert sshfs_entry(client) is None
+    # Only this mount's sshfs: the coordinator also mounts node3's shards.
+    assert client.run(f"pgrep -f -- 'sshfs .*{MOUNT}( |$)'").rc != 0
+    client.check_output(f"systemctl start {UNIT}")
+    assert wait_for(lambda: sshfs_entry(client), timeout=30)
+
+
+def test_unmounted_then_mounted_again():
+    client = lab(CLIENT)
+    assert run_mount(mount_args(state="unmounted"), check=True)["changed"]
+    assert sshfs_entry(client) is not None
+    result = run_mount(mount_args(state="unmounted"))
+    assert result["changed"] and result["health"] == "not_mounted"
+    assert sshfs_entry(client) is None
+    assert unit_state(client)["UnitFileState"] == "enabled"
+    assert not run_mount(mount_args(state="unmounted"))["changed"]
+    assert run_mount(mount_args(), check=True)["changed"]
+    result = run_mount(mount_args())
+    assert result["changed"] and result["health"] == "ok"
+    assert not run_mount(mount_args())["changed"]
+
+
+def test_remounted_always_restarts():
+    client = lab(CLIENT)
+    pid = unit_state(client)["MainPID"]
+    result = run_mount(mount_args(state="remounted"))
+    assert result["changed"] and result["health"] == "ok"
+    assert result["pid"] != int(pid)

@@ -1,0 +1,78 @@
+"""The key the collection made on the client can read the export over SFTP and nothing else."""
+
+from conftest import sha256
+from labtest import lab
+from sshfs_lab import (
+    CLIENT,
+    EXPORT_DIR,
+    EXPORT_USER,
+    FILES,
+    SERVER,
+    address,
+    sftp_batch,
+    ssh_as_export_user,
+)
+
+
+def test_private_key_was_made_on_the_client_and_stays_there():
+    client = lab(CLIENT)
+    key = client.file("/etc/llamarpc/sshfs/id_ed25519")
+    assert key.exists and key.user == "root" and key.mode == 0o600
+    assert not lab(SERVER).file("/etc/llamarpc/sshfs/id_ed25519").exists
+    keys = lab(SERVER).file(f"/etc/ssh/llamarpc-authorized-keys/{EXPORT_USER}").content_string
+    assert f'restrict,from="{address(CLIENT)}" ssh-ed25519 ' in keys
+
+
+def test_a_shell_command_is_refused():
+    client, server = lab(CLIENT), lab(SERVER)
+    status, out, err = ssh_as_export_user(
+        client, f"{EXPORT_USER}@{address(SERVER)} 'id; touch /root/pwned; echo ran-a-shell'"
+    )
+    assert "uid=" not in out and "ran-a-shell" not in out, (status, out, err)
+    assert not server.file("/root/pwned").exists
+    status, out, err = ssh_as_export_user(client, f"-tt {EXPORT_USER}@{address(SERVER)}")
+    assert "uid=" not in out
+    assert "PTY allocation request failed" in err
+
+
+def test_forwarding_is_refused():
+    status, out, err = ssh_as_export_user(lab(CLIENT), f"-W 127.0.0.1:22 {EXPORT_USER}@{address(SERVER)}", timeout=10)
+    assert "SSH-2.0" not in out
+    assert status != 0, (status, out, err)
+
+
+def test_reading_works():
+    client = lab(CLIENT)
+    result = sftp_batch(client, ["ls -l /", f"get /{FILES[0]} /root/sftp-read-check"])
+    assert result.rc == 0, result.stderr
+    assert sha256(client, "/root/sftp-read-check") == sha256(lab(SERVER), f"{EXPORT_DIR}/{FILES[0]}")
+    client.run("rm -f /root/sftp-read-check")
+
+
+def test_writing_fails():
+    client, server = lab(CLIENT), lab(SERVER)
+    for command in ("put /etc/hostname /planted", "mkdir /planted-dir", f"rm /{FILES[0]}", f"rename /{FILES[0]} /x"):
+        result = sftp_batch(client, [command])
+        assert result.rc != 0, command
+    assert not server.file(f"{EXPORT_DIR}/planted").exists
+    assert not server.file(f"{EXPORT_DIR}/planted-dir").exists
+    assert server.file(f"{EXPORT_DIR}/{FILES[0]}").exists
+
+
+def test_nothing_outside_the_export_is_visible():
+    client = lab(CLIENT)
+    assert sftp_batch(client, ["ls /etc/passwd"]).rc != 0
+    listing = sftp_batch(client, ["cd /..", "ls -1"])
+    assert listing.rc == 0
+    assert FILES[0] in listing.stdout and "etc" not in listing.stdout.split()
+
+
+def test_the_match_block_applies_to_the_export_user_only():
+    server = lab(SERVER)
+    addr = address(CLIENT)
+    export = server.check_output(f"sshd -T -C user={EXPORT_USER},host=node1,addr={addr}")
+    assert "forcecommand internal-sftp -R -d /" in export
+    assert f"chrootdirectory {EXPORT_DIR}" in export
+    admin = server.check_output(f"sshd -T -C user=lab,host=node1,addr={addr}")
+    assert "forcecommand none" in admin
+    assert "chrootdirectory none" in admin
