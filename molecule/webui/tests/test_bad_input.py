@@ -16,7 +16,7 @@ STATE = (
     "md5sum /etc/llamarpc/open-webui.env /etc/systemd/system/llamarpc-open-webui.service "
     "/opt/llamarpc/open-webui/venv/.llamarpc-wheels-key; systemctl show -p MainPID --value llamarpc-open-webui"
 )
-PASSWORD_MESSAGE = "a strong open_webui_admin_password"
+PASSWORD_MESSAGE = "a strong open_webui_admin_password"  # noqa: S105 (a message, not a password)
 
 
 @pytest.mark.parametrize(

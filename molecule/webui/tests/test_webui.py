@@ -7,10 +7,10 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
 import testinfra.utils.ansible_runner
 import yaml
 from labtest import INVENTORY, REPO, lab
@@ -19,7 +19,7 @@ RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WEBUI = RUNNER.get_hosts("webui")[0]
 COORDINATOR = RUNNER.get_hosts("coordinator")[0]
 SCENARIO = Path(__file__).resolve().parents[1]
-VARS = yaml.safe_load((SCENARIO / "vars.yml").read_text(encoding="utf-8"))
+VARS = yaml.safe_load((SCENARIO / "vars" / "webui.yml").read_text(encoding="utf-8"))
 TOOLS_PYTHON = REPO / ".cache" / "webui-tools" / "bin" / "python"
 ARTIFACTS = REPO / "tests" / "output" / "webui"
 SERVICE = "llamarpc-open-webui"
@@ -34,14 +34,27 @@ def url(path=""):
     return f"http://{address(WEBUI)}:{PORT}{path}"
 
 
+def http(target, body=None, token=None, timeout=120):
+    """(status, body text) of a GET, or a JSON POST when ``body`` is given, to a lab host (http only)."""
+    assert target.startswith("http://"), target
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(target, data=data, headers=headers)  # noqa: S310 (http checked above)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (scheme checked above)
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 def llama_metric(name):
     """A counter of the coordinator stand-in's /metrics (llama-server --metrics), read from the controller."""
-    request = urllib.request.Request(
-        f"http://{address(COORDINATOR)}:{VARS['webui_llama_port']}/metrics",
-        headers={"Authorization": f"Bearer {VARS['webui_llama_api_key']}"},
+    status, text = http(
+        f"http://{address(COORDINATOR)}:{VARS['webui_llama_port']}/metrics", token=VARS["webui_llama_api_key"]
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        text = response.read().decode()
+    assert status == 200, text[:500]
     match = re.search(rf"^llamacpp:{name} (\S+)$", text, re.MULTILINE)
     assert match, text[:2000]
     return float(match.group(1))
@@ -97,36 +110,30 @@ def test_data_directory_is_persistent():
 
 def test_installed_offline_from_the_copied_wheels_only():
     host = lab(WEBUI)
-    version = host.check_output("/opt/llamarpc/open-webui/venv/bin/python -c 'import open_webui, importlib.metadata as m; print(m.version(\"open-webui\"))'")
-    assert version == "0.12.4"
-    torch = host.check_output("/opt/llamarpc/open-webui/venv/bin/python -c 'import importlib.metadata as m; print(m.version(\"torch\"))'")
-    assert torch == "2.13.0+cpu"
+    python = "/opt/llamarpc/open-webui/venv/bin/python -c 'import importlib.metadata as m; print(m.version(\"{}\"))'"
+    assert host.check_output(python.format("open-webui")) == "0.12.4"
+    assert host.check_output(python.format("torch")) == "2.13.0+cpu"
     assert not host.file("/opt/llamarpc/open-webui/wheels").exists
     # The host has no route beyond the lab: the install cannot have come from anywhere else.
     assert host.run("ip -4 route show default").stdout.strip() == ""
 
 
 def test_sign_in_is_required():
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(url("/api/models"), timeout=30)
-    assert err.value.code in (401, 403)
-    body = json.dumps({"email": VARS["webui_admin_email"], "password": "not-the-password"}).encode()
-    request = urllib.request.Request(url("/api/v1/auths/signin"), data=body, headers={"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request, timeout=30)
-    assert err.value.code in (400, 401, 403)
+    status, _text = http(url("/api/models"))
+    assert status in (401, 403)
+    status, _text = http(url("/api/v1/auths/signin"), {"email": VARS["webui_admin_email"], "password": "not-it"})
+    assert status in (400, 401, 403)
 
 
 def test_admin_sees_the_clusters_model():
-    body = json.dumps({"email": VARS["webui_admin_email"], "password": VARS["webui_admin_password"]}).encode()
-    request = urllib.request.Request(url("/api/v1/auths/signin"), data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        session = json.load(response)
+    credentials = {"email": VARS["webui_admin_email"], "password": VARS["webui_admin_password"]}
+    status, text = http(url("/api/v1/auths/signin"), credentials)
+    assert status == 200, text[:500]
+    session = json.loads(text)
     assert session["role"] == "admin"
-    request = urllib.request.Request(url("/api/models"), headers={"Authorization": f"Bearer {session['token']}"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        models = json.load(response)["data"]
-    assert VARS["webui_model_alias"] in [model["id"] for model in models]
+    status, text = http(url("/api/models"), token=session["token"])
+    assert status == 200, text[:500]
+    assert VARS["webui_model_alias"] in [model["id"] for model in json.loads(text)["data"]]
 
 
 def test_chat_in_a_real_browser():

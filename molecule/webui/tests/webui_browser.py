@@ -65,7 +65,11 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="webui-chromium-") as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, viewport={"width": 1280, "height": 900}
+            profile,
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 900},
         )
         page = context.pages[0] if context.pages else context.new_page()
         page.set_default_timeout(120_000)
