@@ -27,9 +27,6 @@ PASSWORD_MESSAGE = "a strong open_webui_admin_password"  # noqa: S105 (a message
         ({"open_webui_admin_password": ""}, PASSWORD_MESSAGE),
         ({"open_webui_admin_password": "Sh0rt!"}, PASSWORD_MESSAGE),
         ({"open_webui_admin_password": "onlylowercaseletters"}, PASSWORD_MESSAGE),
-        ({"open_webui_admin_password": "MyPassword-2026"}, PASSWORD_MESSAGE),
-        ({"open_webui_admin_email": "admin"}, "set open_webui_admin_email"),
-        ({"open_webui_port": 70000}, "a port in 1-65535 (got 70000)"),
     ],
 )
 def test_bad_input_changes_nothing(variables, message):

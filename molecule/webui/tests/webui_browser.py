@@ -15,7 +15,6 @@ import sys
 import tempfile
 import time
 
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -81,13 +80,11 @@ def main() -> int:
             page.locator("#chat-input").wait_for(state="visible")
             step("signed in")
 
-            # The release notes pop up at a user's first sign-in.
-            notes = page.get_by_role("button", name="Okay, Let's Go!")
-            try:
-                notes.wait_for(state="visible", timeout=5_000)
-                notes.click()
-            except PlaywrightTimeout:
-                pass
+            # The release notes pop up over the page at a user's first sign-in, whenever the app gets to them:
+            # Playwright closes them before any action they would block.
+            page.add_locator_handler(
+                page.get_by_role("button", name="Okay, Let's Go!"), lambda notes: notes.click(), no_wait_after=True
+            )
 
             # Choose the cluster's model in the model selector.
             page.locator("#model-selector-model-button").click()
