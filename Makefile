@@ -10,7 +10,7 @@ SCENARIOS ?= default worker lsyncd sshfs shards mesh cluster
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
-.PHONY: demo test setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
+.PHONY: demo test test-webui setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
@@ -49,6 +49,13 @@ molecule:
 	  echo "=== molecule scenario $$s"; \
 	  $(BIN)/molecule test -s $$s || exit 1; \
 	done
+
+# Open WebUI in a real headless Chromium (heavy: about 3 GB installed on a lab host; not part of `make test`).
+# Set-up adds Debian's chromium and a separate venv with Playwright (.cache/webui-tools); the screenshot is kept
+# in tests/output/webui/.
+test-webui: setup
+	@tools/webui_test_setup.sh
+	$(BIN)/molecule test -s webui
 
 lab-up: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
