@@ -37,6 +37,9 @@ FAULTS = {
 }
 
 
+RESULT = {True: "OK", False: "FAILED", None: "elsewhere"}
+
+
 def _directory():
     path = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY") or os.path.join(tempfile.gettempdir(), "llamarpc-faults")
     os.makedirs(path, exist_ok=True)
@@ -61,7 +64,8 @@ def rows():
 
 
 def record(fault, observed, *, ok, recover_s=None, key=None, detail="", source=""):
-    """Record one observation of fault ``fault`` (1-12). ``ok``: the outcome is the expected one.
+    """Record one observation of fault ``fault`` (1-12). ``ok``: the outcome is the expected one (None: not injected
+    here, ``observed`` names the test elsewhere in the collection that injects it).
 
     ``key`` tells apart several observations of one fault (default: the fault number); ``source`` names the test.
     Returns ``ok`` so that a test can ``assert record(...)`` after recording what it saw.
@@ -79,7 +83,7 @@ def record(fault, observed, *, ok, recover_s=None, key=None, detail="", source="
         "title": title if key == str(fault) else f"{title}: {detail}" if detail else title,
         "expected": expected,
         "observed": observed,
-        "ok": bool(ok),
+        "ok": None if ok is None else bool(ok),
         "recover_s": None if recover_s is None else round(float(recover_s), 1),
         "source": source or os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -87,7 +91,7 @@ def record(fault, observed, *, ok, recover_s=None, key=None, detail="", source="
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
     tmp.replace(path)
-    return bool(ok)
+    return ok is None or bool(ok)
 
 
 def _cell(text):
@@ -104,7 +108,7 @@ def markdown():
         recover = "-" if row["recover_s"] is None else f"{row['recover_s']:.1f} s"
         lines.append(
             f"| {row['key']} | {_cell(row['title'])} | {_cell(row['expected'])} | {_cell(row['observed'])} "
-            f"| {recover} | {'OK' if row['ok'] else 'FAILED'} |"
+            f"| {recover} | {RESULT[row['ok']]} |"
         )
     return "\n".join(lines) + "\n"
 

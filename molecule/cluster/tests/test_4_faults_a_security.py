@@ -98,8 +98,8 @@ def _exposure(host, unit):
 
 
 def _template(unit):
-    """A unit name with its per-path part folded (one report row per kind of unit)."""
-    return re.sub(r"-[^.]*\\x2d[^.]*", "-<path>", unit)
+    """A unit name with its per-mount part folded (one report row per kind of unit)."""
+    return "llamarpc-sshfs-<mount>.service" if unit.startswith("llamarpc-sshfs-") else unit
 
 
 def test_every_unit_is_hardened_and_unprivileged():

@@ -1,5 +1,6 @@
 """Fault matrix, the shards: a hung SSHFS (3), a corrupted shard (6), a disk too small (7). Each test records what
-it saw in the report (faultreport). A download interrupted (5) is the shards scenario's test (recorded by name)."""
+it saw in the report (faultreport). A download interrupted (5) needs a server that honours Range: the report names
+the tests that inject it (test_4_faults_z_report)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 
 from clusterlib import MANIFEST, changed_nothing, deployed_plan, playbook, serving, shard_digests
 from faultreport import record
-from labtest import INVENTORY, REPO, inventory_hosts, lab, wait_for
+from labtest import INVENTORY, inventory_hosts, lab, wait_for
 
 MOUNT_ROOT = "/mnt/llamarpc"
 
@@ -18,13 +19,9 @@ def model_dir():
 
 
 def sshfs_pid(host, target):
-    """PID of the sshfs process serving the mount at ``target`` (the unit's main process)."""
-    units = host.run("systemctl list-units 'llamarpc-sshfs*' --all --plain --no-legend --type=service").stdout
-    for line in units.splitlines():
-        unit = line.split()[0]
-        if target in host.run(f"systemctl show -p ExecStart --value {unit}").stdout:
-            return host.run(f"systemctl show -p MainPID --value {unit}").stdout.strip(), unit
-    return None, None
+    """(PID, unit) of the sshfs process serving the mount at ``target`` (the unit's main process)."""
+    unit = "llamarpc-sshfs-" + host.run_expect([0], f"systemd-escape --path --suffix=service {target}").stdout.strip()
+    return host.run(f"systemctl show -p MainPID --value {unit}").stdout.strip(), unit
 
 
 def test_a_hung_sshfs_is_reported_by_status_and_healed_by_site():
@@ -121,17 +118,3 @@ def test_a_disk_too_small_is_refused_before_any_download():
     assert result.returncode != 0
     assert "nothing was downloaded" in output, output[-3000:]
     assert not left
-
-
-def test_an_interrupted_download_resumes_in_the_shards_scenario():
-    """Resume needs an HTTP server honouring Range: the shards scenario runs it (nginx, play and module SIGKILLed)."""
-    test = REPO / "molecule" / "shards" / "tests" / "test_3_resume.py"
-    present = test.is_file() and "def test_a_killed_download_resumes_with_range" in test.read_text()
-    record(
-        5,
-        "not injected in this lab (no Range-capable server here): molecule/shards tests/test_3_resume.py"
-        "::test_a_killed_download_resumes_with_range kills the play mid-download and asserts an HTTP 206 resume "
-        f"({'present' if present else 'MISSING'} in this tree)",
-        ok=present,
-    )
-    assert present

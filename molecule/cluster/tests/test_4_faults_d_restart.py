@@ -60,7 +60,7 @@ def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
     failed = [line.split()[0] for line in units.splitlines() if " failed " in f" {line} "]
     sshfs = [line.split()[0] for line in units.splitlines() if line.startswith("llamarpc-sshfs")]
     sshfs_up = sshfs and all(node1.service(unit).is_running for unit in sshfs)
-    timer = node1.run("systemctl is-active llamarpc-supervisor.timer").stdout.strip()
+    timer = node1.run("systemctl is-active llamarpc-server-supervisor.timer").stdout.strip()
     intact = all(got == want for got, want in shard_digests().values())
     record(
         2,
