@@ -216,7 +216,9 @@ def render_unit(*, path, source, argv, fusermount_bin, mkdir_bin="/bin/mkdir", s
         "Type=simple",
         "# A stale mount left by a killed sshfs would make the new one fail: detach it first.",
         f"ExecStartPre=-{fusermount_bin} -u -z {quoted_path}",
-        f"ExecStartPre={mkdir_bin} -p {quoted_path}",
+        "# The mount point's parents must stay traversable for the model's readers despite UMask=0077 below.",
+        "ExecStartPre="
+        + " ".join(systemd_quote(a) for a in ("/bin/sh", "-c", 'umask 022 && exec "$0" -p "$1"', mkdir_bin, path)),
         f"# sshfs runs in the foreground with these signals ignored: {ignored}.",
         f"ExecStart={exec_start}",
         "# sshfs ignores SIGTERM (above), so it is stopped by unmounting, which ends its FUSE session cleanly;",
