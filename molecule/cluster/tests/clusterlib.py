@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.error
 import urllib.request
 
-from labtest import address, lab
+import yaml
+from labtest import BIN, INVENTORY, REPO, address, ansible_env, lab
 
-API_KEY = "molecule-cluster-key"  # group_vars/all.yml
+API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
+SCENARIO = REPO / "molecule" / "cluster"
+MANIFEST = REPO / ".cache" / "demo-model" / "llamarpc-tiny-seed0.manifest.json"
 
 
 def api(path, body=None, key=API_KEY, timeout=60):
@@ -57,3 +61,68 @@ def wait_serving(timeout):
             return time.monotonic() - start
         time.sleep(1)
     return None
+
+
+def inventory_copy(tmp_path, edit):
+    """A copy of the lab inventory (it holds the scenario's settings too), changed by ``edit``."""
+    with open(INVENTORY, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    edit(data["all"])
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def playbook(inventory, *args, name="demo.yml", timeout=1800):
+    """ansible-playbook of the collection's ``playbooks/<name>`` against ``inventory`` (a completed process)."""
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / name), *args],
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def main_pid(host, unit):
+    return host.run_expect([0], f"systemctl show -p MainPID --value {unit}").stdout.strip()
+
+
+def changed_nothing(result):
+    """True when every PLAY RECAP line of an ansible-playbook run says changed=0."""
+    recap = [line for line in result.stdout.splitlines() if "changed=" in line and "ok=" in line]
+    return all("changed=0" in line for line in recap)
+
+
+def shard_digests():
+    """Shard name -> (sha256 read back through the coordinator's model directory, sha256 in the manifest)."""
+    manifest = json.loads(MANIFEST.read_text())
+    node1 = lab("node1")
+    model_dir = deployed_plan()["model_path"].rsplit("/", 1)[0]
+    return {
+        shard["name"]: (
+            node1.run_expect([0], f"timeout 60 sha256sum {model_dir}/{shard['name']}").stdout.split()[0],
+            shard["sha256"],
+        )
+        for shard in manifest["files"]
+    }
+
+
+def module(host, name, args, timeout=300):
+    """(rc, result dict) of one collection module run ad hoc on a lab host (``ansible -o``)."""
+    result = subprocess.run(
+        [str(BIN / "ansible"), host, "-i", INVENTORY, "-o", "-m", name, "-a", json.dumps(args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=ansible_env(),
+    )
+    text = result.stdout
+    start = text.find("=> {")
+    try:
+        return result.returncode, json.loads(text[start + 3 :]) if start >= 0 else {"msg": text + result.stderr}
+    except ValueError:
+        return result.returncode, {"msg": text + result.stderr}

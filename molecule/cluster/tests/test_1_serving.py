@@ -8,10 +8,10 @@ import re
 import time
 
 import pytest
-from clusterlib import API_KEY, api, deployed_plan, greedy
-from labtest import REPO, lab
+from clusterlib import API_KEY, MANIFEST, api, deployed_plan, greedy
+from faultreport import record
+from labtest import lab
 
-MANIFEST = REPO / ".cache" / "demo-model" / "llamarpc-tiny-seed0.manifest.json"
 SINGLE_PORT = 18080
 
 
@@ -47,10 +47,18 @@ def test_completion_answers_with_timings():
 def test_api_key_is_required():
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     status, body = api("/v1/chat/completions", chat, key=None)
+    wrong, wrong_body = api("/v1/chat/completions", chat, key="wrong")
+    health = api("/health", key=None)[0]
+    record(
+        10,
+        f"no key -> {status}, wrong key -> {wrong}, /health without key -> {health}",
+        ok=status == 401 and wrong == 401 and health == 200,
+        key="10 api-key",
+        detail="llama-server API without the key",
+    )
     assert status == 401, body
-    status, body = api("/v1/chat/completions", chat, key="wrong")
-    assert status == 401, body
-    assert api("/health", key=None)[0] == 200
+    assert wrong == 401, wrong_body
+    assert health == 200
 
 
 @pytest.fixture

@@ -2,37 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-import yaml
-from clusterlib import deployed_plan, wait_serving
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab
-
-
-def inventory_copy(tmp_path, edit):
-    """A copy of the lab inventory (it holds the scenario's settings too), changed by ``edit``."""
-    with open(INVENTORY, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    edit(data["all"])
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def playbook(inventory, *args, name="demo.yml"):
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / name), *args],
-        env=ansible_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-
-
-def main_pid(host, unit):
-    return host.run_expect([0], f"systemctl show -p MainPID --value {unit}").stdout.strip()
+from clusterlib import address, changed_nothing, deployed_plan, inventory_copy, main_pid, playbook, wait_serving
+from faultreport import record
+from labtest import lab
 
 
 def drop_host(name):
@@ -52,15 +25,41 @@ def drop_host(name):
         (lambda data: data["children"].pop("rpc_workers"), "is empty or missing"),
         (lambda data: data["vars"].update({"llama_coordinator_ctx_size": 0}), "must be positive"),
         (lambda data: data["vars"].update({"llama_coordinator_port": "eighty"}), "unable to convert to int"),
+        (
+            lambda data: data["hosts"]["node3"].update(
+                {"llamarpc_mesh_address": data["hosts"]["node2"]["ansible_host"]}
+            ),
+            "duplicate mesh address",
+        ),
+        (lambda data: data["vars"].update({"llama_coordinator_headroom": "-1G"}), "are sizes such as 512M"),
     ],
-    ids=["no-coordinator", "two-coordinators", "no-workers", "ctx-size-0", "port-as-text"],
+    ids=[
+        "no-coordinator",
+        "two-coordinators",
+        "no-workers",
+        "ctx-size-0",
+        "port-as-text",
+        "duplicate-address",
+        "negative-size",
+    ],
 )
-def test_bad_inventory_fails_before_anything_changes(tmp_path, edit, message):
+def test_bad_inventory_fails_before_anything_changes(request, tmp_path, edit, message):
     node1 = lab("node1")
     before = main_pid(node1, "llamarpc-server")
     result = playbook(inventory_copy(tmp_path, edit), name="site.yml")
+    output = result.stdout + result.stderr
+    case = request.node.callspec.id
+    unchanged = changed_nothing(result) and main_pid(node1, "llamarpc-server") == before
+    record(
+        8,
+        f"rc {result.returncode}, {'message' if message in output else 'NO message'} '{message}', "
+        f"{'changed=0 everywhere, llama-server untouched' if unchanged else 'SOMETHING CHANGED'}",
+        ok=result.returncode != 0 and message in output and unchanged,
+        key=f"8 {case}",
+        detail=case,
+    )
     assert result.returncode != 0
-    assert message in result.stdout + result.stderr
+    assert message in output
     for line in result.stdout.splitlines():
         if "changed=" in line and "ok=" in line:
             assert "changed=0" in line, line
@@ -95,7 +94,7 @@ def test_removing_a_worker_from_the_inventory_replans_and_restarts_only_the_coor
     assert result.returncode == 0, result.stdout[-3000:]
     plan = deployed_plan()["plan"]
     assert [row["name"] for row in plan["workers"]] == [f"node{i}" for i in range(1, 6)]
-    assert "10.213.8.16" not in plan["rpc"]
+    assert f"{address('node6')}:" not in plan["rpc"]
     assert main_pid(node1, "llamarpc-server") != server_before
     assert main_pid(node2, "llamarpc-rpc-worker") == worker_before
     assert wait_serving(60) is not None

@@ -1,0 +1,113 @@
+"""Fault matrix, faults that hit serving: a worker killed mid-request (1), a worker of another llama.cpp version (11),
+the SSHFS serving side failing (3). Each test records what it saw in the report (faultreport)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from clusterlib import (
+    api,
+    changed_nothing,
+    deployed_plan,
+    greedy,
+    inventory_copy,
+    main_pid,
+    module,
+    playbook,
+    serving,
+    wait_serving,
+)
+from faultreport import record
+from labtest import REPO, lab
+
+HERE = Path(__file__).resolve().parent
+FAKE_PORT = 50099
+FAKE_MAJOR = 6
+
+
+def planned_worker():
+    return [row["name"] for row in deployed_plan()["plan"]["workers"] if row["name"] != "node1"][0]
+
+
+def restarts(host, unit):
+    return int(host.run(f"systemctl show -p NRestarts --value {unit}").stdout.strip() or 0)
+
+
+def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes_within_60_seconds():
+    assert serving()
+    name = planned_worker()
+    outcome = {}
+
+    def long_request():
+        body = {**greedy("Once upon a time", 3000), "ignore_eos": True}
+        outcome["status"], outcome["body"] = api("/completion", body, timeout=120)
+        outcome["at"] = time.monotonic()
+
+    thread = threading.Thread(target=long_request, daemon=True)
+    thread.start()
+    time.sleep(3)  # prompt processed, tokens being generated
+    in_flight = "at" not in outcome
+    killed = time.monotonic()
+    # kill(1) of the main PID: systemctl kill also signals the unit's cgroup, which fails (EIO) on some lab hosts.
+    lab(name).run_expect([0], "kill -KILL $(systemctl show -p MainPID --value llamarpc-rpc-worker.service)")
+    thread.join(120)
+    ended = outcome["at"] - killed if "at" in outcome else None
+    back = wait_serving(120)
+    recover = None if back is None else time.monotonic() - killed
+    status = outcome.get("status")
+    how = f"HTTP {status}" if status else f"connection closed ({str(outcome.get('body'))[:60]})"
+    record(
+        1,
+        f"worker {name} SIGKILLed during a 3000-token generation: the request ended after "
+        f"{'no answer' if ended is None else f'{ended:.1f} s'} with {how}; serving again without an operator",
+        ok=in_flight and ended is not None and ended < 30 and status != 200 and recover is not None and recover <= 60,
+        recover_s=recover,
+        key="1 mid-request",
+        detail="mid-request",
+    )
+    assert in_flight, "the completion finished before the worker was killed"
+    assert ended is not None and ended < 30, outcome  # an error, not silence
+    assert status != 200, outcome
+    assert recover is not None and recover <= 60
+
+
+def test_a_worker_of_another_llama_cpp_version_is_refused_before_the_coordinator_starts(tmp_path):
+    node1, node6 = lab("node1"), lab("node6")
+    for source in (HERE / "fake_rpc_worker.py", REPO / "plugins" / "module_utils" / "_rpc_protocol.py"):
+        rc, result = module("node6", "ansible.builtin.copy", {"src": str(source), "dest": "/opt/llamarpc-fake-worker/"})
+        assert rc == 0, result
+    node6.run_expect(
+        [0],
+        f"systemd-run --unit=llamarpc-fake-worker --property=User=nobody "
+        f"/usr/bin/python3 /opt/llamarpc-fake-worker/fake_rpc_worker.py {FAKE_PORT} {FAKE_MAJOR}",
+    )
+    pid, restarted = main_pid(node1, "llamarpc-server"), restarts(node1, "llamarpc-server")
+    try:
+        start = time.monotonic()
+        result = playbook(
+            inventory_copy(tmp_path, lambda data: data["hosts"]["node6"].update({"llama_rpc_worker_port": FAKE_PORT})),
+            "--tags",
+            "plan",
+            name="site.yml",
+        )
+        took = time.monotonic() - start
+    finally:
+        node6.run("systemctl stop llamarpc-fake-worker")
+    output = result.stdout + result.stderr
+    message = f"speaks RPC protocol {FAKE_MAJOR}.0.0"
+    untouched = main_pid(node1, "llamarpc-server") == pid and restarts(node1, "llamarpc-server") == restarted
+    record(
+        11,
+        f"node6 answering HELLO with protocol {FAKE_MAJOR}.0.0: site.yml rc {result.returncode} after {took:.0f} s, "
+        f"{'clear message' if message in output else 'NO clear message'}, "
+        f"llama-server {'untouched (same PID, no restart)' if untouched else 'RESTARTED'}",
+        ok=result.returncode != 0 and message in output and untouched and changed_nothing(result),
+    )
+    assert result.returncode != 0
+    assert message in output, output[-3000:]
+    assert "refuses a worker of another major version" in output
+    assert changed_nothing(result)
+    assert untouched
+    assert serving()
