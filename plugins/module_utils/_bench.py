@@ -35,12 +35,12 @@ def prompt_of(tokens):
 def http_json(url, body=None, timeout=600.0, headers=None):
     """GET (body None) or POST JSON; returns (status, parsed body or None)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")
+    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")  # noqa: S310 - http URL
     request.add_header("Content-Type", "application/json")
     for key, value in (headers or {}).items():
         request.add_header(key, value)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http URL
             raw = response.read()
             return response.status, (json.loads(raw) if raw else None)
     except urllib.error.HTTPError as exc:
@@ -107,7 +107,12 @@ def parallel_completions(base_url, clients, prompt_tokens, predict_tokens, timeo
     if errors:
         raise RuntimeError("; ".join(errors))
     generated = sum(r["predicted_n"] or 0 for r in results)
-    return {"clients": int(clients), "generated": generated, "wall_seconds": wall, "aggregate_per_second": generated / wall}
+    return {
+        "clients": int(clients),
+        "generated": generated,
+        "wall_seconds": wall,
+        "aggregate_per_second": generated / wall,
+    }
 
 
 def ratio_rows(results, ratios):
@@ -120,7 +125,9 @@ def ratio_rows(results, ratios):
     rows = []
     for spec in ratios:
         num = by_name.get(spec["numerator"], {}).get("summary", {}).get(spec["metric"])
-        den = by_name.get(spec["denominator"], {}).get("summary", {}).get(spec.get("denominator_metric", spec["metric"]))
+        den = (
+            by_name.get(spec["denominator"], {}).get("summary", {}).get(spec.get("denominator_metric", spec["metric"]))
+        )
         value = num / den if num is not None and den else None
         target = spec.get("target")
         met = None
@@ -146,7 +153,8 @@ def markdown_report(results, ratios, meta):
             lines.append(f"- {key}: {meta[key]}")
     lines += [
         "",
-        "| configuration | split | workers | load s | prompt tok/s | generation tok/s (median, spread) | predicted tok/s | predicted/measured |",
+        "| configuration | split | workers | load s | prompt tok/s | generation tok/s (median, spread) "
+        "| predicted tok/s | predicted/measured |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -169,10 +177,9 @@ def markdown_report(results, ratios, meta):
         for row in ratios:
             target = row.get("target")
             sign = ">=" if row.get("compare", "ge") == "ge" else "<="
-            lines.append(
-                f"| {row['name']} | {_fmt(row['value'], 3)} | {sign + ' ' + _fmt(target) if target is not None else '-'}"
-                f" | {'-' if row['met'] is None else ('yes' if row['met'] else 'NO')} |"
-            )
+            shown = f"{sign} {_fmt(target)}" if target is not None else "-"
+            met = "-" if row["met"] is None else ("yes" if row["met"] else "NO")
+            lines.append(f"| {row['name']} | {_fmt(row['value'], 3)} | {shown} | {met} |")
     parallel = [r for r in results if r.get("parallel_runs")]
     if parallel:
         lines += ["", "| configuration | clients | aggregate tok/s |", "|---|---|---|"]
@@ -185,10 +192,10 @@ def markdown_report(results, ratios, meta):
 def write_chart(results, path):
     """A bar chart of generation and prompt tokens/s per configuration; False when matplotlib is missing."""
     try:
-        import matplotlib  # pylint: disable=import-outside-toplevel
+        import matplotlib  # noqa: PLC0415 - optional, only for the chart
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+        import matplotlib.pyplot as plt  # noqa: PLC0415 - optional, only for the chart
     except ImportError:
         return False
     names = [r["name"] for r in results]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import socket
 import time
 
@@ -85,10 +86,8 @@ async def _pump(reader, writer, delay):
                 await asyncio.sleep(wait)
     finally:
         task.cancel()
-        try:
+        with contextlib.suppress(OSError):
             writer.close()
-        except OSError:
-            pass
 
 
 async def _serve(route, listen_host, delay):

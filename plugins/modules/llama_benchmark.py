@@ -3,9 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -185,7 +183,9 @@ result:
     runs: {description: Every completion's timings., type: list, elements: dict}
     parallel_runs: {description: Aggregate tokens/s with several clients., type: list, elements: dict}
     server_peak_rss_bytes: {description: Peak resident memory of llama-server., type: int}
-    summary: {description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread)., type: dict}
+    summary:
+      description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread).
+      type: dict
 report:
   description: The report (O(mode=report)).
   returned: mode is report
@@ -202,6 +202,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     completion,
@@ -358,7 +359,9 @@ class Bench:
             s["predicted_tps"] = model["tokens_per_second"]
             s["predicted_compute_s"] = model["compute_seconds"]
             s["predicted_network_s"] = model["network_seconds"]
-            s["predicted_over_measured"] = model["tokens_per_second"] / s["generation_tps"] if s.get("generation_tps") else None
+            s["predicted_over_measured"] = (
+                model["tokens_per_second"] / s["generation_tps"] if s.get("generation_tps") else None
+            )
 
     def report(self):
         p = self.p

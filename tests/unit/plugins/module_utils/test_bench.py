@@ -108,9 +108,21 @@ def test_ratios_and_report(tmp_path):
         {"name": "warm", "rpc": ["a:1"], "summary": {"generation_tps": 9.6, "load_seconds": 8.0}},
     ]
     specs = [
-        {"name": "dist/single", "metric": "generation_tps", "numerator": "warm", "denominator": "single", "target": 0.95},
-        {"name": "warm/cold", "metric": "load_seconds", "numerator": "warm", "denominator": "cold", "target": 0.25,
-         "compare": "le"},
+        {
+            "name": "dist/single",
+            "metric": "generation_tps",
+            "numerator": "warm",
+            "denominator": "single",
+            "target": 0.95,
+        },
+        {
+            "name": "warm/cold",
+            "metric": "load_seconds",
+            "numerator": "warm",
+            "denominator": "cold",
+            "target": 0.25,
+            "compare": "le",
+        },
         {"name": "missing", "metric": "generation_tps", "numerator": "nope", "denominator": "single"},
     ]
     rows = bench.ratio_rows(results, specs)

@@ -10,14 +10,29 @@ from ansible_collections.llamarpc.cluster.plugins.modules import llama_benchmark
 
 RESULTS = [
     {"name": "single", "rpc": [], "split_mode": "none", "summary": {"generation_tps": 10.0, "load_seconds": 1.0}},
-    {"name": "layer", "rpc": ["a:1", "b:1"], "split_mode": "layer", "proxy_delay_ms": 5,
-     "summary": {"generation_tps": 8.0, "load_seconds": 3.0}},
+    {
+        "name": "layer",
+        "rpc": ["a:1", "b:1"],
+        "split_mode": "layer",
+        "proxy_delay_ms": 5,
+        "summary": {"generation_tps": 8.0, "load_seconds": 3.0},
+    },
 ]
 
 
 def _params(**kw):
-    base = {"server_bin": "/s", "model": "/m.gguf", "port": 8090, "threads": 2, "parallel": 1, "ctx_size": 256,
-            "load_mode": "none", "split_mode": "tensor", "tensor_split": [], "extra_args": []}
+    base = {
+        "server_bin": "/s",
+        "model": "/m.gguf",
+        "port": 8090,
+        "threads": 2,
+        "parallel": 1,
+        "ctx_size": 256,
+        "load_mode": "none",
+        "split_mode": "tensor",
+        "tensor_split": [],
+        "extra_args": [],
+    }
     base.update(kw)
     return base
 
@@ -41,8 +56,15 @@ def test_report_writes_json_markdown_and_predictions(run_module, tmp_path):
             "results": RESULTS,
             "results_dir": str(tmp_path / "r"),
             "model_bytes": 1000,
-            "ratios": [{"name": "layer/single", "metric": "generation_tps", "numerator": "layer", "denominator": "single",
-                        "target": 0.95}],
+            "ratios": [
+                {
+                    "name": "layer/single",
+                    "metric": "generation_tps",
+                    "numerator": "layer",
+                    "denominator": "single",
+                    "target": 0.95,
+                }
+            ],
         },
     )
     assert not out.failed, out.result
