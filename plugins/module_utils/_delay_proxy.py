@@ -73,14 +73,16 @@ async def _pump(reader, writer, delay):
     task = asyncio.ensure_future(read_side())
     try:
         while True:
+            # Clear before looking: a chunk read while this pump awaits drain() sets the event again (no lost wakeup).
+            event.clear()
             data, wait = line.pop_due(time.monotonic())
             if data:
                 writer.write(data)
                 await writer.drain()
+                continue
             if wait is None:
                 if eof:
                     break
-                event.clear()
                 await event.wait()
             else:
                 await asyncio.sleep(wait)
