@@ -90,3 +90,32 @@ def test_proxy_adds_twice_the_delay_per_round_trip(delay_ms):
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+def test_large_request_response_exchanges_do_not_stall():
+    """Megabyte messages back and forth (a model load): chunks read while a pump drains must not be forgotten."""
+    echo = _echo_server()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, dp.__file__, "--delay-ms", "2", f"{port}=127.0.0.1:{echo}"])
+    try:
+        for _i in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        payload = bytes(range(256)) * 4096
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            for _i in range(5):
+                sender = threading.Thread(target=conn.sendall, args=(payload,))
+                sender.start()
+                got = bytearray()
+                while len(got) < len(payload):
+                    got += conn.recv(1 << 20)
+                sender.join()
+                assert bytes(got) == payload
+                conn.sendall(b"ping")
+                assert conn.recv(16) == b"ping"
+    finally:
+        proc.terminate()
+        proc.wait(5)
