@@ -10,11 +10,24 @@ SCENARIOS ?= default worker lsyncd sshfs shards mesh cluster
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
-.PHONY: demo test test-webui setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
+.PHONY: demo bench bench-down test test-webui setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
 	$(PLAYBOOK) playbooks/demo.yml -e llamarpc_mesh_provider=$(MESH)
+
+# The benchmark on its own lab (benchmarks/lab.yml: six hosts, coordinator link capped at 100 Mbit/s): cluster
+# deployed with the `cache` model, then playbooks/benchmark.yml; report in benchmarks/results/<time>/. Not part of
+# `make test`. BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5). `make bench-down` removes the lab.
+BENCH_INVENTORY := inventories/bench/hosts.yml
+bench: setup
+	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml -e @benchmarks/lab.yml
+	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset cache --shards 2 >/dev/null
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml -e @benchmarks/cluster.yml
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml -e llama_benchmark_shared_bandwidth_nodes=1 $(BENCH_ARGS)
+
+bench-down:
+	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml -e @benchmarks/lab.yml
 
 # Molecule before integration: the worker scenario builds llama.cpp (once, cached) and the integration tests use it.
 test: setup lint unit molecule integration

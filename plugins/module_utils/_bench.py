@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark mechanics: llama-server completions and their timings, statistics, ratios, the report files."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+
+#: A prompt word that the tiny models' tokenizers and real ones both turn into about one token.
+PROMPT_WORD = " the"
+
+
+def summarize(values):
+    """Median and spread of repeated measurements: ``{n, median, min, max, spread}`` (spread = (max-min)/median)."""
+    values = [float(v) for v in values if v is not None]
+    if not values:
+        return {"n": 0, "median": None, "min": None, "max": None, "spread": None}
+    median = statistics.median(values)
+    spread = (max(values) - min(values)) / median if median else None
+    return {"n": len(values), "median": median, "min": min(values), "max": max(values), "spread": spread}
+
+
+def prompt_of(tokens):
+    """A prompt of about ``tokens`` tokens."""
+    return (PROMPT_WORD * max(1, int(tokens))).strip()
+
+
+def http_json(url, body=None, timeout=600.0, headers=None):
+    """GET (body None) or POST JSON; returns (status, parsed body or None)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")  # noqa: S310 - http URL
+    request.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        request.add_header(key, value)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http URL
+            raw = response.read()
+            return response.status, (json.loads(raw) if raw else None)
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0, None
+
+
+def wait_healthy(base_url, timeout, is_alive=lambda: True, interval=0.25, clock=time.monotonic, sleep=time.sleep):
+    """Seconds until ``/health`` answers 200; raises TimeoutError (or RuntimeError when the server died)."""
+    start = clock()
+    while clock() - start < timeout:
+        status, _body = http_json(base_url + "/health", timeout=5)
+        if status == 200:
+            return clock() - start
+        if not is_alive():
+            raise RuntimeError("llama-server exited while loading")
+        sleep(interval)
+    raise TimeoutError(f"llama-server not healthy after {timeout:.0f} s")
+
+
+def completion(base_url, prompt_tokens, predict_tokens, timeout=600.0):
+    """One greedy /completion; returns its timings (prompt/predicted tokens and tokens/s)."""
+    body = {
+        "prompt": prompt_of(prompt_tokens),
+        "n_predict": int(predict_tokens),
+        "temperature": 0,
+        "cache_prompt": False,
+        "ignore_eos": True,
+    }
+    start = time.monotonic()
+    status, answer = http_json(base_url + "/completion", body, timeout=timeout)
+    wall = time.monotonic() - start
+    if status != 200 or not answer or "timings" not in answer:
+        raise RuntimeError(f"completion failed (HTTP {status})")
+    t = answer["timings"]
+    return {
+        "prompt_n": t.get("prompt_n"),
+        "predicted_n": t.get("predicted_n"),
+        "prompt_per_second": t.get("prompt_per_second"),
+        "predicted_per_second": t.get("predicted_per_second"),
+        "wall_seconds": wall,
+        "content": answer.get("content", ""),
+    }
+
+
+def parallel_completions(base_url, clients, prompt_tokens, predict_tokens, timeout=600.0):
+    """``clients`` completions at once: aggregate generated tokens per wall-clock second."""
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(completion(base_url, prompt_tokens, predict_tokens, timeout))
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=one) for _i in range(int(clients))]
+    start = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.monotonic() - start
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    generated = sum(r["predicted_n"] or 0 for r in results)
+    return {
+        "clients": int(clients),
+        "generated": generated,
+        "wall_seconds": wall,
+        "aggregate_per_second": generated / wall,
+    }
+
+
+def ratio_rows(results, ratios):
+    """Ratios between configurations: each ``{name, metric, numerator, denominator, target, compare}``.
+
+    ``metric`` is a key of a configuration's ``summary`` (e.g. ``generation_tps``, ``load_seconds``).
+    ``compare`` is ``ge`` or ``le`` against ``target`` (optional).
+    """
+    by_name = {r["name"]: r for r in results}
+    rows = []
+    for spec in ratios:
+        num = by_name.get(spec["numerator"], {}).get("summary", {}).get(spec["metric"])
+        den = (
+            by_name.get(spec["denominator"], {}).get("summary", {}).get(spec.get("denominator_metric", spec["metric"]))
+        )
+        value = num / den if num is not None and den else None
+        target = spec.get("target")
+        met = None
+        if value is not None and target is not None:
+            met = value >= target if spec.get("compare", "ge") == "ge" else value <= target
+        rows.append({**spec, "numerator_value": num, "denominator_value": den, "value": value, "met": met})
+    return rows
+
+
+def _fmt(value, digits=2):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_report(results, ratios, meta):
+    """The results table (like the seed's), the ratios and the model's predictions, as Markdown."""
+    lines = [f"# Benchmark {meta.get('title', '')}".rstrip(), ""]
+    for key in sorted(meta):
+        if key != "title":
+            lines.append(f"- {key}: {meta[key]}")
+    lines += [
+        "",
+        "| configuration | split | workers | load s | prompt tok/s | generation tok/s (median, spread) "
+        "| predicted tok/s | predicted/measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        s = r.get("summary", {})
+        lines.append(
+            "| {name} | {split} | {workers} | {load} | {prompt} | {gen} ({spread}) | {pred} | {pm} |".format(
+                name=r["name"],
+                split=r.get("split_mode", "-"),
+                workers=len(r.get("rpc", [])),
+                load=_fmt(s.get("load_seconds"), 1),
+                prompt=_fmt(s.get("prompt_tps")),
+                gen=_fmt(s.get("generation_tps")),
+                spread=_fmt(s.get("generation_spread")),
+                pred=_fmt(s.get("predicted_tps")),
+                pm=_fmt(s.get("predicted_over_measured")),
+            )
+        )
+    if ratios:
+        lines += ["", "| ratio | value | target | met |", "|---|---|---|---|"]
+        for row in ratios:
+            target = row.get("target")
+            sign = ">=" if row.get("compare", "ge") == "ge" else "<="
+            shown = f"{sign} {_fmt(target)}" if target is not None else "-"
+            met = "-" if row["met"] is None else ("yes" if row["met"] else "NO")
+            lines.append(f"| {row['name']} | {_fmt(row['value'], 3)} | {shown} | {met} |")
+    parallel = [r for r in results if r.get("parallel_runs")]
+    if parallel:
+        lines += ["", "| configuration | clients | aggregate tok/s |", "|---|---|---|"]
+        for r in parallel:
+            for p in r["parallel_runs"]:
+                lines.append(f"| {r['name']} | {p['clients']} | {_fmt(p['aggregate_per_second'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_chart(results, path):
+    """A bar chart of generation and prompt tokens/s per configuration; False when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: PLC0415 - optional, only for the chart
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415 - optional, only for the chart
+    except ImportError:
+        return False
+    names = [r["name"] for r in results]
+    gen = [r.get("summary", {}).get("generation_tps") or 0 for r in results]
+    pred = [r.get("summary", {}).get("predicted_tps") or 0 for r in results]
+    load = [r.get("summary", {}).get("load_seconds") or 0 for r in results]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(8, 1.4 * len(names) + 4), 4.5))
+    xs = range(len(names))
+    ax1.bar([x - 0.2 for x in xs], gen, width=0.4, label="measured")
+    ax1.bar([x + 0.2 for x in xs], pred, width=0.4, label="predicted")
+    ax1.set_xticks(list(xs), names, rotation=30, ha="right")
+    ax1.set_ylabel("generation tokens/s")
+    ax1.legend()
+    ax2.bar(list(xs), load)
+    ax2.set_xticks(list(xs), names, rotation=30, ha="right")
+    ax2.set_ylabel("model load s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True

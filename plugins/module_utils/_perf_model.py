@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Performance model: generation tokens/s of a plan from link figures and each node's memory bandwidth.
+
+Generating one token reads every weight once (memory bound) and, per RPC worker, crosses the link a fixed number
+of times. For the layer split the nodes work one after another::
+
+    t_token = sum_i(bytes_i / bw_i) + sum_workers(round_trips * rtt_w + activation_bytes / throughput_w)
+
+For the tensor split (``-sm tensor``) every node reads its slice in parallel, but each layer ends with a
+synchronisation through the coordinator (two per layer: attention and feed-forward)::
+
+    t_token = max_i(bytes_i / bw_i) + layers * syncs_per_layer * max_w(rtt_w)
+
+Nodes that share one machine's memory (the lab) cannot exceed its aggregate bandwidth: the compute term is at
+least ``sum(bytes) / shared_bandwidth`` when that is given.
+"""
+
+from __future__ import annotations
+
+#: Round trips per RPC worker per generated token in the layer split (graph compute, activations back).
+LAYER_ROUND_TRIPS = 2
+#: Synchronisations per layer in the tensor split.
+TENSOR_SYNCS_PER_LAYER = 2
+
+
+def predict(
+    nodes,
+    split_mode="layer",
+    layers=1,
+    activation_bytes=0,
+    shared_bandwidth=0.0,
+    round_trips=LAYER_ROUND_TRIPS,
+    syncs_per_layer=TENSOR_SYNCS_PER_LAYER,
+):
+    """Predicted seconds per token and tokens/s.
+
+    ``nodes``: list of dicts ``{name, bytes, bandwidth}`` (weights read per token, bytes/s) and, for RPC
+    workers, ``rtt`` (seconds) and ``throughput`` (bytes/s). Returns a dict with ``seconds_per_token``,
+    ``tokens_per_second`` and the terms (``compute``, ``network``) so the planner can explain its choice.
+    """
+    if split_mode not in ("layer", "tensor", "none"):
+        raise ValueError(f"unknown split mode {split_mode!r}: layer, tensor or none")
+    if not nodes:
+        raise ValueError("a plan needs at least one node")
+    times = []
+    for node in nodes:
+        bandwidth = float(node.get("bandwidth") or 0)
+        if bandwidth <= 0:
+            raise ValueError(f"node {node.get('name')!r} has no memory bandwidth")
+        times.append(float(node.get("bytes", 0)) / bandwidth)
+    total = sum(float(n.get("bytes", 0)) for n in nodes)
+    workers = [n for n in nodes if n.get("rtt") is not None]
+    if split_mode == "tensor":
+        compute = max(times)
+        network = layers * syncs_per_layer * max((float(w["rtt"]) for w in workers), default=0.0)
+    else:
+        compute = sum(times)
+        network = 0.0
+        for w in workers:
+            throughput = float(w.get("throughput") or 0)
+            network += round_trips * float(w["rtt"])
+            if throughput > 0:
+                network += activation_bytes / throughput
+    if shared_bandwidth and shared_bandwidth > 0:
+        compute = max(compute, total / float(shared_bandwidth))
+    seconds = compute + network
+    return {
+        "seconds_per_token": seconds,
+        "tokens_per_second": 1.0 / seconds if seconds > 0 else 0.0,
+        "compute_seconds": compute,
+        "network_seconds": network,
+    }
+
+
+def effective_bandwidth(model_bytes, tokens_per_second):
+    """Bytes/s one process reads its weights at, calibrated from a single-process run's tokens/s."""
+    if model_bytes <= 0 or tokens_per_second <= 0:
+        raise ValueError("calibration needs the model size and a positive tokens/s")
+    return float(model_bytes) * float(tokens_per_second)
+
+
+def ratio(predicted, measured):
+    """predicted / measured (None when nothing was measured)."""
+    if not measured:
+        return None
+    return predicted / measured

@@ -1,0 +1,137 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark mechanics against a real HTTP server on loopback that answers like llama-server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _bench as bench
+
+
+class FakeLlamaServer(BaseHTTPRequestHandler):
+    """Answers /health (503 until ready_at) and /completion with timings computed from the request."""
+
+    ready_at = 0.0
+    seen = []
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, body):
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_GET(self):  # noqa: N802
+        self._send(200 if time.monotonic() >= self.ready_at else 503, {})
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(body)
+        n_prompt = len(body["prompt"].split())
+        time.sleep(0.05)
+        self._send(
+            200,
+            {
+                "content": "x",
+                "timings": {
+                    "prompt_n": n_prompt,
+                    "predicted_n": body["n_predict"],
+                    "prompt_per_second": 10.0 * n_prompt,
+                    "predicted_per_second": float(body["n_predict"]),
+                },
+            },
+        )
+
+
+@pytest.fixture
+def server():
+    FakeLlamaServer.seen = []
+    FakeLlamaServer.ready_at = time.monotonic() + 0.5
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeLlamaServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_summarize():
+    s = bench.summarize([2.0, 4.0, 3.0, None])
+    assert s == {"n": 3, "median": 3.0, "min": 2.0, "max": 4.0, "spread": pytest.approx(2 / 3)}
+    assert bench.summarize([])["median"] is None
+
+
+def test_prompt_length():
+    assert len(bench.prompt_of(5).split()) == 5
+
+
+def test_wait_healthy_times_the_load(server):
+    seconds = bench.wait_healthy(server, 10, interval=0.05)
+    assert 0.4 <= seconds < 5
+
+
+def test_wait_healthy_gives_up_when_the_server_died(server):
+    with pytest.raises(RuntimeError, match="exited"):
+        bench.wait_healthy(server, 10, is_alive=lambda: False, interval=0.05)
+    with pytest.raises(TimeoutError):
+        bench.wait_healthy("http://127.0.0.1:9", 0.3, interval=0.05)
+
+
+def test_completion_sends_a_greedy_uncached_request(server):
+    bench.wait_healthy(server, 10, interval=0.05)
+    out = bench.completion(server, 7, 5)
+    assert out["prompt_n"] == 7 and out["predicted_n"] == 5 and out["predicted_per_second"] == 5.0
+    sent = FakeLlamaServer.seen[-1]
+    assert sent["temperature"] == 0 and sent["cache_prompt"] is False and sent["ignore_eos"] is True
+    with pytest.raises(RuntimeError, match="HTTP 0"):
+        bench.completion("http://127.0.0.1:9", 1, 1, timeout=1)
+
+
+def test_parallel_completions_aggregate(server):
+    bench.wait_healthy(server, 10, interval=0.05)
+    out = bench.parallel_completions(server, 4, 3, 10)
+    assert out["generated"] == 40 and out["clients"] == 4
+    assert out["aggregate_per_second"] == pytest.approx(40 / out["wall_seconds"])
+
+
+def test_ratios_and_report(tmp_path):
+    results = [
+        {"name": "single", "rpc": [], "summary": {"generation_tps": 10.0, "load_seconds": 2.0}},
+        {"name": "cold", "rpc": ["a:1"], "summary": {"generation_tps": 9.0, "load_seconds": 40.0}},
+        {"name": "warm", "rpc": ["a:1"], "summary": {"generation_tps": 9.6, "load_seconds": 8.0}},
+    ]
+    specs = [
+        {
+            "name": "dist/single",
+            "metric": "generation_tps",
+            "numerator": "warm",
+            "denominator": "single",
+            "target": 0.95,
+        },
+        {
+            "name": "warm/cold",
+            "metric": "load_seconds",
+            "numerator": "warm",
+            "denominator": "cold",
+            "target": 0.25,
+            "compare": "le",
+        },
+        {"name": "missing", "metric": "generation_tps", "numerator": "nope", "denominator": "single"},
+    ]
+    rows = bench.ratio_rows(results, specs)
+    assert rows[0]["value"] == pytest.approx(0.96) and rows[0]["met"] is True
+    assert rows[1]["value"] == pytest.approx(0.2) and rows[1]["met"] is True
+    assert rows[2]["value"] is None and rows[2]["met"] is None
+    md = bench.markdown_report(results, rows, {"title": "t", "load": "3.1"})
+    assert "| warm/cold | 0.200 | <= 0.25 | yes |" in md
+    assert "| cold | layer |" not in md and "| cold | - | 1 | 40.0 |" in md
+    chart = tmp_path / "c.png"
+    if bench.write_chart(results, str(chart)):
+        assert chart.read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,121 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The delaying TCP proxy, as a real process on loopback in front of a real echo server."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy as dp
+
+
+def test_parse_route():
+    assert dp.parse_route("6001=10.0.0.2:50052") == (6001, "10.0.0.2", 50052)
+    with pytest.raises(ValueError, match="LISTEN_PORT=HOST:PORT"):
+        dp.parse_route("6001")
+
+
+def test_delay_line_keeps_order_and_timing():
+    line = dp.DelayLine(0.5)
+    line.push(b"a", 10.0)
+    line.push(b"b", 10.2)
+    assert line.pop_due(10.4) == (b"", pytest.approx(0.1))
+    assert line.pop_due(10.6) == (b"a", pytest.approx(0.1))
+    assert line.pop_due(11.0) == (b"b", None)
+
+
+def _echo_server():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve():
+        while True:
+            conn, _addr = server.accept()
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _round_trip(port, payload=b"x" * 100):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        times = []
+        for _i in range(5):
+            start = time.monotonic()
+            conn.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                got += conn.recv(65536)
+            times.append(time.monotonic() - start)
+            assert got == payload
+        return sorted(times)[len(times) // 2]
+
+
+@pytest.mark.parametrize("delay_ms", [20, 60])
+def test_proxy_adds_twice_the_delay_per_round_trip(delay_ms):
+    echo = _echo_server()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, dp.__file__, "--delay-ms", str(delay_ms), f"{port}={'127.0.0.1'}:{echo}"],
+    )
+    try:
+        for _i in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        direct = _round_trip(echo)
+        proxied = _round_trip(port)
+        added = proxied - direct
+        # The machine is shared and loaded: a generous upper bound, a strict lower one (delay cannot be skipped).
+        assert added >= 2 * delay_ms / 1000 * 0.95
+        assert added < 2 * delay_ms / 1000 + 0.1
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_large_request_response_exchanges_do_not_stall():
+    """Megabyte messages back and forth (a model load): chunks read while a pump drains must not be forgotten."""
+    echo = _echo_server()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, dp.__file__, "--delay-ms", "2", f"{port}=127.0.0.1:{echo}"])
+    try:
+        for _i in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        payload = bytes(range(256)) * 4096
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            for _i in range(5):
+                sender = threading.Thread(target=conn.sendall, args=(payload,))
+                sender.start()
+                got = bytearray()
+                while len(got) < len(payload):
+                    got += conn.recv(1 << 20)
+                sender.join()
+                assert bytes(got) == payload
+                conn.sendall(b"ping")
+                assert conn.recv(16) == b"ping"
+    finally:
+        proc.terminate()
+        proc.wait(5)
