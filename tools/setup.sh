@@ -40,3 +40,9 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   "$VENV/bin/pip" install -q -r requirements.txt
   echo "$want" > "$stamp"
 fi
+
+# Every lab host is a systemd that takes inotify instances from the controller's one per-user pool: the kernel's
+# default of 128 runs out with a few labs up ("Too many open files" at boot).
+if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt 1024 ]; then
+  sysctl -q -w fs.inotify.max_user_instances=1024
+fi
