@@ -13,6 +13,8 @@ import time
 import urllib.error
 import urllib.request
 
+from ansible.module_utils.urls import open_url
+
 #: A prompt word that the tiny models' tokenizers and real ones both turn into about one token.
 PROMPT_WORD = " the"
 
@@ -35,12 +37,14 @@ def prompt_of(tokens):
 def http_json(url, body=None, timeout=600.0, headers=None):
     """GET (body None) or POST JSON; returns (status, parsed body or None)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")  # noqa: S310 - http URL
-    request.add_header("Content-Type", "application/json")
-    for key, value in (headers or {}).items():
-        request.add_header(key, value)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http URL
+        with open_url(
+            url,
+            data=data,
+            method="GET" if body is None else "POST",
+            headers={"Content-Type": "application/json", **(headers or {})},
+            timeout=timeout,
+        ) as response:
             raw = response.read()
             return response.status, (json.loads(raw) if raw else None)
     except urllib.error.HTTPError as exc:

@@ -28,6 +28,7 @@ attributes:
   diff_mode:
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
 options: {}
 """
