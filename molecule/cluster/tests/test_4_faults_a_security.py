@@ -141,7 +141,10 @@ def test_lsyncd_with_delete_started_again_is_flagged_and_the_shards_survive(lsyn
     before = shard_digests()
     model_dir = deployed_plan()["model_path"].rsplit("/", 1)[0]
     time.sleep(10)  # lsyncd's start-up sync (delay 1 s) has run by now
-    rc, facts = module("node1", "llamarpc.cluster.sync_hazard_facts", {"model_dirs": [model_dir]})
+    # The protected directories of lab.yml: the model directory and the seed's, which lsyncd mirrors.
+    rc, facts = module(
+        "node1", "llamarpc.cluster.sync_hazard_facts", {"model_dirs": [model_dir, "/data/home/pool/work/models"]}
+    )
     hazards = facts.get("ansible_facts", {}).get("sync_hazards", {})
     flagged = [h for h in hazards.get("unresolved", []) if "lsyncd" in str(h.get("id", "")) + str(h.get("where", ""))]
     after = shard_digests()
