@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
-SCENARIOS ?= default worker lsyncd sshfs shards mesh cluster
+SCENARIOS ?= default worker lsyncd shards mesh cluster
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
