@@ -209,6 +209,10 @@ def cmd_check(args):
     elif down_since:
         verdict = "degraded"
         message = "down: " + ", ".join(f"{name} for {now - since:.0f} s" for name, since in sorted(down_since.items()))
+    left_out = [name for name in deployed_names if name not in current_names]
+    if override and verdict in ("ok", "degraded") and left_out:
+        # Still serving on the supervisor's re-plan: say so whatever else is going on.
+        message = f"re-planned without {', '.join(left_out)}" + (f"; {message}" if verdict == "degraded" else "")
     record = {
         "checked_at": now,
         "verdict": verdict,

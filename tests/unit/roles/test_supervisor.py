@@ -115,6 +115,11 @@ def test_a_worker_down_past_the_limit_is_planned_around_then_taken_back(world):
     assert record["verdict"] == "replanned" and "n3" in record["message"]
     assert "LLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n" in world["override"].read_text()
     assert world["restarts"] == 1
+    # While the worker stays down, the verdict keeps saying what the cluster runs on (status.yml shows it).
+    world["now"] += 5
+    still = world["check"]()
+    assert still["verdict"] == "degraded" and still["message"].startswith("re-planned without n3; down: n3")
+    assert world["restarts"] == 1
     world["down"].clear()
     world["now"] += 5
     assert world["check"]()["verdict"] == "restored"
