@@ -5,7 +5,9 @@ Importable from any scenario's tests because pyproject.toml puts molecule/_share
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,3 +60,28 @@ def inventory_hosts():
 def address(name):
     """The lab address of a host, by inventory name."""
     return inventory_hosts()[name]["ansible_host"]
+
+
+def run_ansible(tool, *args, inventory=INVENTORY, timeout=600, **env):
+    """``ansible`` or ``ansible-playbook`` (``tool``) of the project's venv against a lab inventory, from the
+    repository root with ansible_env(**env): the completed process (never raises on a failed run)."""
+    return subprocess.run(
+        [str(BIN / tool), "-i", str(inventory), *(str(arg) for arg in args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=ansible_env(**env),
+    )
+
+
+def adhoc(host, module, args, inventory=INVENTORY, timeout=300):
+    """One module run ad hoc on a lab host (``ansible -o``): (completed process, its result dict or None)."""
+    done = run_ansible(
+        "ansible", host, "-o", "-m", module, "-a", json.dumps(args), inventory=inventory, timeout=timeout
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith(f"{host} | ") and " => " in line:
+            return done, json.loads(line.split(" => ", 1)[1])
+    return done, None

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
 
 import yaml
-from labtest import BIN, INVENTORY, REPO, address, ansible_env, lab
+from labtest import INVENTORY, REPO, address, adhoc, lab, run_ansible
 
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
@@ -75,14 +74,7 @@ def inventory_copy(tmp_path, edit):
 
 def playbook(inventory, *args, name="demo.yml", timeout=1800):
     """ansible-playbook of the collection's ``playbooks/<name>`` against ``inventory`` (a completed process)."""
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / name), *args],
-        env=ansible_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_ansible("ansible-playbook", REPO / "playbooks" / name, *args, inventory=inventory, timeout=timeout)
 
 
 def main_pid(host, unit):
@@ -111,18 +103,5 @@ def shard_digests():
 
 def module(host, name, args, timeout=300):
     """(rc, result dict) of one collection module run ad hoc on a lab host (``ansible -o``)."""
-    result = subprocess.run(
-        [str(BIN / "ansible"), host, "-i", INVENTORY, "-o", "-m", name, "-a", json.dumps(args)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=ansible_env(),
-    )
-    text = result.stdout
-    start = text.find("=> {")
-    try:
-        return result.returncode, json.loads(text[start + 3 :]) if start >= 0 else {"msg": text + result.stderr}
-    except ValueError:
-        return result.returncode, {"msg": text + result.stderr}
+    done, result = adhoc(host, name, args, timeout=timeout)
+    return done.returncode, result if result is not None else {"msg": done.stdout + done.stderr}

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 from clusterlib import deployed_plan, serving, wait_serving
 from faultreport import record
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for
+from labtest import REPO, lab, run_ansible, wait_for
 
 SUPERVISOR_STATE = "/run/llamarpc/coordinator/supervisor.json"
 
@@ -59,14 +58,7 @@ def test_worker_that_stays_down_is_planned_around_then_taken_back():
         in_force = json.loads(lab("node1").file("/run/llamarpc/coordinator/plan-in-force.json").content_string)
         assert "node6" not in [row["name"] for row in in_force["workers"]]
         assert len(in_force["workers"]) == 5
-        status = subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", INVENTORY, str(REPO / "playbooks" / "status.yml")],
-            env=ansible_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        status = run_ansible("ansible-playbook", REPO / "playbooks" / "status.yml")
         assert status.returncode == 0, status.stdout[-2000:]
         assert "re-planned without node6" in status.stdout
     finally:

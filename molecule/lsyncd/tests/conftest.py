@@ -5,14 +5,12 @@ Traffic goes only to this scenario's own lab hosts (the inventory molecule's cre
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab, wait_for
+from labtest import INVENTORY, adhoc, lab, run_ansible, wait_for
 
 EPHEMERAL = Path(INVENTORY).parent
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -27,15 +25,7 @@ SHARD = f"{MODELS}/qwen2.5-32b-instruct-q4_k_m-00004-of-00005.gguf"
 
 def playbook(name, *args, timeout=600):
     """Run a playbook of this scenario against the lab: (returncode, output, {host: changed count})."""
-    result = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", INVENTORY, str(SCENARIO / name), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=ansible_env(),
-    )
+    result = run_ansible("ansible-playbook", SCENARIO / name, *args, timeout=timeout)
     output = result.stdout + result.stderr
     changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", output, re.M)}
     return result.returncode, output, changed
@@ -43,19 +33,9 @@ def playbook(name, *args, timeout=600):
 
 def scan(name, model_dirs=(MODELS,)):
     """sync_hazards facts of one host, from the collection's own module (read-only)."""
-    args = json.dumps({"model_dirs": list(model_dirs)})
-    result = subprocess.run(
-        [str(BIN / "ansible"), name, "-i", INVENTORY, "-o", "-m", "llamarpc.cluster.sync_hazard_facts", "-a", args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=ansible_env(),
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    line = next(line for line in result.stdout.splitlines() if line.startswith(f"{name} | SUCCESS => "))
-    return json.loads(line.split(" => ", 1)[1])["ansible_facts"]["sync_hazards"]
+    done, result = adhoc(name, "llamarpc.cluster.sync_hazard_facts", {"model_dirs": list(model_dirs)})
+    assert done.returncode == 0 and result is not None, done.stdout + done.stderr
+    return result["ansible_facts"]["sync_hazards"]
 
 
 def hazard(facts, hazard_id):

@@ -5,12 +5,10 @@ Traffic goes only to this scenario's own lab hosts and their mesh addresses (nam
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
-from labtest import BIN, INVENTORY, REPO, ansible_env
+from labtest import INVENTORY, adhoc, run_ansible
 
 SCENARIO = Path(__file__).resolve().parents[1]
 HOSTS = ["node1", "node2", "node3"]
@@ -56,30 +54,13 @@ def ping(host, address, count=1, size=56, wait=2):
 
 def playbook(path, *args, timeout=600):
     """Run ansible-playbook ``path`` against the lab: (return code, combined output)."""
-    done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", INVENTORY, str(path), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=ansible_env(),
-    )
+    done = run_ansible("ansible-playbook", path, *args, timeout=timeout)
     return done.returncode, done.stdout + done.stderr
 
 
 def module(host_name, name, args, timeout=120):
     """Run module ``name`` on one lab host through ansible; its JSON result."""
-    done = subprocess.run(
-        [str(BIN / "ansible"), host_name, "-i", INVENTORY, "-o", "-m", name, "-a", json.dumps(args)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=ansible_env(),
-    )
-    for line in done.stdout.splitlines():
-        if line.startswith(f"{host_name} | ") and " => " in line:
-            return json.loads(line.split(" => ", 1)[1])
-    raise AssertionError(f"no result from ansible (rc {done.returncode}): {done.stdout}\n{done.stderr}")
+    done, result = adhoc(host_name, name, args, timeout=timeout)
+    if result is None:
+        raise AssertionError(f"no result from ansible (rc {done.returncode}): {done.stdout}\n{done.stderr}")
+    return result
