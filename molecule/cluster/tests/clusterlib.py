@@ -73,8 +73,19 @@ def inventory_copy(tmp_path, edit):
 
 
 def playbook(inventory, *args, name="demo.yml", timeout=1800):
-    """ansible-playbook of the collection's ``playbooks/<name>`` against ``inventory`` (a completed process)."""
+    """ansible-playbook of the collection's ``playbooks/<name>`` against ``inventory`` (a completed process).
+
+    demo.yml by default: it is the scenario's converge, site.yml with the demo's model files and plan strategy, so a
+    re-run (``--tags`` included) asks for the deployed cluster and nothing else."""
     return run_ansible("ansible-playbook", REPO / "playbooks" / name, *args, inventory=inventory, timeout=timeout)
+
+
+def plan_only(inventory, *args):
+    """Only the coordinator's ``plan`` tag (llama.cpp version, memory, probes, planner) against ``inventory``. The
+    model step is skipped under that tag, so the deployed model is named (else there is nothing to plan)."""
+    return playbook(
+        inventory, "--tags", "plan", "-e", f"llama_coordinator_model_path={deployed_plan()['model_path']}", *args
+    )
 
 
 def main_pid(host, unit):

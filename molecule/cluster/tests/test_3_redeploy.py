@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from clusterlib import address, changed_nothing, deployed_plan, inventory_copy, main_pid, playbook, wait_serving
+from clusterlib import (
+    address,
+    changed_nothing,
+    deployed_plan,
+    inventory_copy,
+    main_pid,
+    plan_only,
+    playbook,
+    wait_serving,
+)
 from faultreport import record
 from labtest import lab
 
@@ -46,7 +55,7 @@ def drop_host(name):
 def test_bad_inventory_fails_before_anything_changes(request, tmp_path, edit, message):
     node1 = lab("node1")
     before = main_pid(node1, "llamarpc-server")
-    result = playbook(inventory_copy(tmp_path, edit), name="site.yml")
+    result = playbook(inventory_copy(tmp_path, edit))
     output = result.stdout + result.stderr
     case = request.node.callspec.id
     unchanged = changed_nothing(result) and main_pid(node1, "llamarpc-server") == before
@@ -69,17 +78,7 @@ def test_bad_inventory_fails_before_anything_changes(request, tmp_path, edit, me
 def test_a_model_that_cannot_fit_is_refused_before_the_coordinator_changes(tmp_path):
     node1 = lab("node1")
     before = main_pid(node1, "llamarpc-server")
-    model = deployed_plan()["model_path"]
-    result = playbook(
-        inventory_copy(tmp_path, lambda data: None),
-        "--tags",
-        "plan",
-        "-e",
-        f"llama_coordinator_model_path={model}",
-        "-e",
-        "llama_coordinator_ctx_size=50000000",
-        name="site.yml",
-    )
+    result = plan_only(inventory_copy(tmp_path, lambda data: None), "-e", "llama_coordinator_ctx_size=50000000")
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "the model does not fit" in output and "more" in output

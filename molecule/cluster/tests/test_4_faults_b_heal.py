@@ -15,7 +15,7 @@ from clusterlib import (
     inventory_copy,
     main_pid,
     module,
-    playbook,
+    plan_only,
     serving,
     wait_serving,
 )
@@ -86,11 +86,8 @@ def test_a_worker_of_another_llama_cpp_version_is_refused_before_the_coordinator
     pid, restarted = main_pid(node1, "llamarpc-server"), restarts(node1, "llamarpc-server")
     try:
         start = time.monotonic()
-        result = playbook(
-            inventory_copy(tmp_path, lambda data: data["hosts"]["node6"].update({"llama_rpc_worker_port": FAKE_PORT})),
-            "--tags",
-            "plan",
-            name="site.yml",
+        result = plan_only(
+            inventory_copy(tmp_path, lambda data: data["hosts"]["node6"].update({"llama_rpc_worker_port": FAKE_PORT}))
         )
         took = time.monotonic() - start
     finally:

@@ -36,7 +36,7 @@ def test_a_hung_sshfs_is_reported_by_status_and_healed_by_site():
         hung = node1.run(f"timeout --signal=KILL 3 stat {target}/.").rc
         status = playbook(INVENTORY, name="status.yml", timeout=600)
         reported = f"{target}: HUNG" in status.stdout
-        heal = playbook(INVENTORY, "--tags", "llama_model", name="site.yml")
+        heal = playbook(INVENTORY, "--tags", "llama_model")
         healed = wait_for(lambda: node1.run(f"timeout 5 stat {target}/.").rc == 0, 30)
         took = time.monotonic() - start
         new_pid = node1.run(f"systemctl show -p MainPID --value {unit}").stdout.strip()
@@ -74,7 +74,7 @@ def test_a_corrupted_shard_is_detected_and_fetched_again():
     )
     corrupted = node1.run_expect([0], f"sha256sum {path}").stdout.split()[0] != manifest[local[0]]["sha256"]
     start = time.monotonic()
-    result = playbook(INVENTORY, "--tags", "llama_model", name="site.yml")
+    result = playbook(INVENTORY, "--tags", "llama_model")
     took = time.monotonic() - start
     restored = node1.run_expect([0], f"sha256sum {path}").stdout.split()[0] == manifest[local[0]]["sha256"]
     place = result.stdout[result.stdout.find("Plan the shards over the candidate hosts") :][:400]
@@ -104,7 +104,6 @@ def test_a_disk_too_small_is_refused_before_any_download():
         f"llama_model_dir={other}",
         "-e",
         "llama_model_reserve=1000G",
-        name="site.yml",
     )
     output = result.stdout + result.stderr
     left = [name for name in inventory_hosts() if lab(name).file(other).exists]
