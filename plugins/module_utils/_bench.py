@@ -149,8 +149,8 @@ def _fmt(value, digits=2):
     return str(value)
 
 
-def markdown_report(results, ratios, meta):
-    """The results table (like the seed's), the ratios and the model's predictions, as Markdown."""
+def markdown_report(results, ratios, meta, links=()):
+    """The results table (like the seed's), the ratios, the model's predictions and the link figures, as Markdown."""
     lines = [f"# Benchmark {meta.get('title', '')}".rstrip(), ""]
     for key in sorted(meta):
         if key != "title":
@@ -184,6 +184,13 @@ def markdown_report(results, ratios, meta):
             shown = f"{sign} {_fmt(target)}" if target is not None else "-"
             met = "-" if row["met"] is None else ("yes" if row["met"] else "NO")
             lines.append(f"| {row['name']} | {_fmt(row['value'], 3)} | {shown} | {met} |")
+    if links:
+        lines += ["", "| link | kind | from -> to | MB | MB/s |", "|---|---|---|---|---|"]
+        for link in links:
+            lines.append(
+                f"| {link['name']} | {link.get('kind', '-')} | {link.get('from', '-')} -> {link.get('to', '-')} "
+                f"| {_fmt((link.get('bytes') or 0) / 1e6, 1)} | {_fmt(link.get('mb_per_s'))} |"
+            )
     parallel = [r for r in results if r.get("parallel_runs")]
     if parallel:
         lines += ["", "| configuration | clients | aggregate tok/s |", "|---|---|---|"]

@@ -118,6 +118,13 @@ options:
     type: list
     elements: dict
     default: []
+  links:
+    description:
+      - Link figures (O(mode=report)), each C(name), C(kind), C(from), C(to), C(bytes) and C(mb_per_s), as
+        M(llamarpc.cluster.link_throughput) measures them. A ratio may name them, with C(metric=mb_per_s).
+    type: list
+    elements: dict
+    default: []
   ratios:
     description:
       - Ratios to report, each C(name), C(metric) (a key of a result's summary), C(numerator), C(denominator)
@@ -369,23 +376,31 @@ class Bench:
             self.m.fail_json(msg="mode=report needs results_dir")
         results = [dict(r) for r in p["results"]]
         self.add_predictions(results)
-        ratios = ratio_rows(results, p["ratios"])
+        links = [dict(link) for link in p["links"]]
+        ratios = ratio_rows(
+            results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
+        )
         paths = [os.path.join(p["results_dir"], n) for n in ("results.json", "report.md", "chart.png")]
-        report = {"files": paths, "ratios": ratios, "results": results}
+        report = {"files": paths, "ratios": ratios, "results": results, "links": links}
         if self.m.check_mode:
             self.m.exit_json(changed=True, report=report)
         os.makedirs(p["results_dir"], exist_ok=True)
         with open(paths[0], "w", encoding="utf-8") as handle:
-            json.dump({"meta": p["meta"], "results": results, "ratios": ratios}, handle, indent=2, sort_keys=True)
+            json.dump(
+                {"meta": p["meta"], "results": results, "ratios": ratios, "links": links},
+                handle,
+                indent=2,
+                sort_keys=True,
+            )
         with open(paths[1], "w", encoding="utf-8") as handle:
-            handle.write(markdown_report(results, ratios, p["meta"]))
+            handle.write(markdown_report(results, ratios, p["meta"], links))
         warnings = []
         if not write_chart(results, paths[2]):
             paths.pop()
             warnings.append("matplotlib is not installed on the controller: no chart.png")
         for w in warnings:
             self.m.warn(w)
-        self.m.exit_json(changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"]))
+        self.m.exit_json(changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"], links))
 
 
 def main():
@@ -413,6 +428,7 @@ def main():
             "state_dir": {"type": "path", "default": "/run/llamarpc/bench"},
             "results": {"type": "list", "elements": "dict", "default": []},
             "ratios": {"type": "list", "elements": "dict", "default": []},
+            "links": {"type": "list", "elements": "dict", "default": []},
             "model_bytes": {"type": "int", "default": 0},
             "calibration": {"type": "str", "default": "single"},
             "layers": {"type": "int", "default": 1},

@@ -83,3 +83,35 @@ def test_check_mode_writes_nothing(run_module, tmp_path):
     assert out.result["changed"]
     out = run_module(mod, {"mode": "run"})
     assert out.failed and "server_bin" in out.result["msg"]
+
+
+def test_report_lists_links_and_ratios_between_them(run_module, tmp_path):
+    links = [
+        {"name": "sshfs node2", "kind": "SSHFS", "from": "node2", "to": "node1", "bytes": 8_000_000, "mb_per_s": 9.0},
+        {
+            "name": "tcp-file node2",
+            "kind": "raw TCP",
+            "from": "node2",
+            "to": "node1",
+            "bytes": 8_000_000,
+            "mb_per_s": 12.0,
+        },
+    ]
+    ratio = {"name": "sshfs/tcp", "metric": "mb_per_s", "numerator": "sshfs node2", "denominator": "tcp-file node2"}
+    out = run_module(
+        mod,
+        {
+            "mode": "report",
+            "results": RESULTS,
+            "links": links,
+            "results_dir": str(tmp_path / "r"),
+            "ratios": [{**ratio, "target": 0.8}],
+        },
+    )
+    assert not out.failed, out.result
+    data = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert data["ratios"][0]["value"] == 0.75 and data["ratios"][0]["met"] is False
+    assert data["links"] == links
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "| sshfs node2 | SSHFS | node2 -> node1 | 8.0 | 9.00 |" in report
+    assert "| sshfs/tcp | 0.750 | >= 0.80 | NO |" in report
