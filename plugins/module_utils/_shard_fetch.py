@@ -369,6 +369,25 @@ def copy_local(source, partial, shard):
     return 0, os.path.getsize(partial)
 
 
+def rewrite_in_place(source, path, shard):
+    """Copy ``source`` over the corrupt shard at ``path`` in the same inode, then verify it and make it read-only;
+    returns its manifest record. For a host without room for a second copy: the file's blocks are reused, and a
+    process that holds the file open (llama-server's mmap) keeps those blocks even when the file is unlinked. A
+    copy that fails leaves a file that was corrupt already."""
+    os.chmod(path, 0o600)
+    with open(source, "rb") as src, open(path, "r+b") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+        dst.truncate()
+        dst.flush()
+        os.fsync(dst.fileno())
+    digest = sha256_file(path)
+    if digest != shard["sha256"]:
+        raise FetchError(f"{shard['name']}: checksum mismatch after rewriting in place - sha256 {digest}")
+    os.chmod(path, READ_ONLY)
+    info = os.stat(path)
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+
+
 def finish(model_dir, shard, partial):
     """Verify the partial file, make it read-only and move it into place; returns its manifest record."""
     size = os.path.getsize(partial)

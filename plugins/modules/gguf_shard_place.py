@@ -312,12 +312,14 @@ revision:
 
 import contextlib
 import os
+import shutil
 import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
+from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_plan import human
 
 # Options of the task; the action plugin resolves them on the controller and calls this module with the
 # hidden ``_phase`` options below (``stat``: report the model directory, ``apply``: fetch, verify, link).
@@ -414,11 +416,15 @@ def apply(module, params):
         result["changed"] = True
         if check:
             continue
-        if corrupt:
-            os.unlink(path)
+        # A corrupt shard stays in place until a verified copy replaces it (finish renames over it): nothing is
+        # lost if the fetch fails. Without room for a second copy, a local source is written into its blocks.
+        in_place = corrupt and shard.get("src") and shutil.disk_usage(model_dir).free < int(shard["size"])
         started = time.monotonic()
         try:
-            if shard.get("src"):
+            if in_place:
+                resumed_from, downloaded = 0, int(shard["size"])
+                manifest[name] = sf.rewrite_in_place(shard["src"], path, shard)
+            elif shard.get("src"):
                 resumed_from, downloaded = sf.copy_local(shard["src"], partial, shard)
             else:
                 progress = sf.Progress(progress_path, name, int(shard["size"]), start)
@@ -432,10 +438,20 @@ def apply(module, params):
                     progress=progress,
                     validate_certs=params["validate_certs"],
                 )
-            manifest[name] = sf.finish(model_dir, shard, partial)
+            if not in_place:
+                manifest[name] = sf.finish(model_dir, shard, partial)
         except sf.FetchError as exc:
             _save_manifest(manifest_path, manifest, manifest_before)
             module.fail_json(msg=str(exc), **result)
+        except OSError as exc:
+            _save_manifest(manifest_path, manifest, manifest_before)
+            free = shutil.disk_usage(model_dir).free
+            module.fail_json(
+                msg=f"{name}: {exc.strerror or exc} while writing into {model_dir} ({human(free)} free, the shard is "
+                f"{human(int(shard['size']))}); {'the corrupt copy was kept; ' if corrupt else ''}"
+                "free some space or lower the reserve and run again",
+                **result,
+            )
         _save_manifest(manifest_path, manifest, manifest_before)
         manifest_before = dict(manifest)
         result["fetched"].append(

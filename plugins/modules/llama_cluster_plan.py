@@ -41,8 +41,9 @@ options:
   workers:
     description:
       - The candidate workers, in a stable order (the inventory's). Each has C(name), C(endpoint)
-        (C(host:port) that llama-server dials), C(mem_available) (bytes), optionally C(mem_total) (bytes) and
-        C(state) (only C(ready) workers are used, as reported by M(llamarpc.cluster.rpc_endpoint_facts)).
+        (C(host:port) that llama-server dials), C(mem_available) (bytes), optionally C(mem_total) (bytes),
+        C(state) (only C(ready) workers are used, as reported by M(llamarpc.cluster.rpc_endpoint_facts)) and
+        C(rtt_ms) (a measured round trip, used only in RV(explanation)).
       - With C(mem_total), C(mem_available) is rounded down to 1/16 of it first, so that a rerun does not re-plan
         on memory noise.
     type: list
@@ -134,6 +135,12 @@ plan:
       description: The plan as text lines (node, endpoint, layers, bytes, share, predicted headroom).
       type: list
       elements: str
+explanation:
+  description: Why this many workers, in the performance model's terms (network crossings per generated token, and
+    the network time per token when the workers carry C(rtt_ms)). Not part of O(plan), since round trips vary.
+  returned: success
+  type: str
+  sample: "2 of 6 usable worker(s) (fewest): the layer split crosses the network 4 times per generated token"
 workers:
   description: The candidate workers as planned (memory rounded, C(mem_total) dropped).
   returned: success
@@ -151,6 +158,7 @@ from ansible.module_utils.common.text.formatters import human_to_bytes
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 
 
 def _size(module, name):
@@ -161,6 +169,36 @@ def _size(module, name):
     if value < 0:
         module.fail_json(msg=f"{name} must not be negative")
     return value
+
+
+def explain(result, workers):
+    """Why this many workers, in the performance model's terms: in the layer split every generated token crosses
+    the network LAYER_ROUND_TRIPS times per worker, so fewer workers mean fewer round trips. With measured round
+    trips (a worker's ``rtt_ms``, from rpc_endpoint_facts' connect time) the network time per token is given too.
+    Kept out of the plan itself: round-trip times vary from run to run, the plan must not."""
+    usable = [w for w in workers if w.get("state", "ready") == "ready"]
+    chosen = {row["name"] for row in result["workers"]}
+    rtts = {w["name"]: float(w["rtt_ms"]) / 1000 for w in usable if w.get("rtt_ms") is not None}
+
+    def network(names):
+        if not names or any(name not in rtts for name in names):
+            return None
+        nodes = [{"name": name, "bytes": 0, "bandwidth": 1, "rtt": rtts[name]} for name in names]
+        return perf.predict(nodes, "layer")["network_seconds"]
+
+    trips = perf.LAYER_ROUND_TRIPS
+    text = (
+        f"{len(chosen)} of {len(usable)} usable worker(s) ({result['strategy']}): the layer split crosses the network "
+        f"{trips * len(chosen)} times per generated token"
+    )
+    if len(chosen) < len(usable):
+        text += f" ({trips * len(usable)} with all of them)"
+    mine, every = network(sorted(chosen)), network([w["name"] for w in usable])
+    if mine is not None:
+        text += f"; at the measured round trips that is {mine * 1000:.1f} ms of network time per token"
+        if every is not None and len(chosen) < len(usable):
+            text += f" ({every * 1000:.1f} ms with all)"
+    return text
 
 
 def main():
@@ -201,7 +239,7 @@ def main():
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, plan=result, model=summary, workers=workers)
+    module.exit_json(changed=False, plan=result, model=summary, workers=workers, explanation=explain(result, workers))
 
 
 if __name__ == "__main__":

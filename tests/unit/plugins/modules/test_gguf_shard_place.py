@@ -10,6 +10,8 @@ import hashlib
 import http.server
 import json
 import os
+import shutil
+import stat
 import threading
 
 import pytest
@@ -182,6 +184,39 @@ def test_corrupt_file_is_fetched_again(run_module, server, tmp_path):
     path.write_bytes(b"z" * len(DATA))
     outcome = run_module(gguf_shard_place, args)
     assert outcome.result["refetched"] == [NAME] and path.read_bytes() == DATA
+
+
+def test_a_corrupt_shard_is_kept_when_its_fetch_fails(run_module, server, tmp_path):
+    args = apply_args(tmp_path, [shard(server)])
+    run_module(gguf_shard_place, args)
+    path = tmp_path / "models" / NAME
+    path.chmod(0o644)
+    path.write_bytes(b"z" * len(DATA))
+    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [shard(server, sha256="0" * 64)]))
+    assert outcome.failed and "checksum mismatch" in outcome.result["msg"]
+    assert path.read_bytes() == b"z" * len(DATA)  # replaced only by a verified copy
+
+
+def test_a_corrupt_shard_on_a_full_disk_is_rewritten_in_its_own_blocks(run_module, tmp_path, monkeypatch):
+    source = tmp_path / "source.gguf"
+    source.write_bytes(DATA)
+    models = tmp_path / "models"
+    models.mkdir()
+    path = models / NAME
+    path.write_bytes(b"z" * len(DATA))
+    held = open(path, "rb")  # noqa: SIM115 - llama-server holding the file open, as in the cluster
+    inode = path.stat().st_ino
+    full = shutil.disk_usage(models)._replace(free=len(DATA) - 1)
+    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
+    entry = {"name": NAME, "size": len(DATA), "sha256": SHA, "src": str(source)}
+    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [entry]))
+    assert not outcome.failed, outcome.result
+    assert outcome.result["refetched"] == [NAME]
+    assert path.read_bytes() == DATA and path.stat().st_ino == inode
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert held.read(4) == DATA[:4]  # the holder sees the good bytes now
+    held.close()
+    assert not (models / (NAME + ".partial")).exists()
 
 
 def test_links_and_stale_partials(run_module, tmp_path):

@@ -97,3 +97,20 @@ def test_memory_facts_module_runs_here(run_module):
     result = run_module(node_memory_facts, {}, check_mode=True)
     facts = result.result["ansible_facts"]["llamarpc_memory"]
     assert not result.failed and facts["total"] > 0 and 0 < facts["available"] <= facts["total"]
+
+
+def test_the_plan_explains_its_worker_count_in_round_trips(run_module, model):
+    args = {"model_path": model["files"][0]["path"], "ctx_size": 512}
+    few = workers(4, 4, 4)
+    for worker, rtt in zip(few, (1.0, 2.0, 3.0), strict=True):
+        worker["rtt_ms"] = rtt
+    out = run_module(llama_cluster_plan, {**args, "workers": few, "strategy": "fewest"}).result
+    assert out["explanation"] == (
+        "1 of 3 usable worker(s) (fewest): the layer split crosses the network 2 times per generated token "
+        "(6 with all of them); at the measured round trips that is 2.0 ms of network time per token (12.0 ms with all)"
+    )
+    assert "rtt" not in str(out["plan"])  # round trips vary from run to run; the plan must not
+    out = run_module(llama_cluster_plan, {**args, "workers": workers(4, 4), "strategy": "all"}).result
+    assert out["explanation"] == (
+        "2 of 2 usable worker(s) (all): the layer split crosses the network 4 times per generated token"
+    )
