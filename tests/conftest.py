@@ -8,6 +8,16 @@ import os
 
 LLAMA_CACHE = "/var/cache/llamarpc/llama-cpp"
 
+try:
+    from hypothesis import settings
+except ImportError:  # pragma: no cover - hypothesis is in requirements.txt
+    settings = None
+else:
+    # No per-example deadline: these machines are shared, and a property that holds must not fail because one
+    # example waited for a core (seen: 300 ms for a systemd-escape call at load 6). Speed lives in benchmarks.
+    settings.register_profile("llamarpc", deadline=None)
+    settings.load_profile("llamarpc")
+
 
 def cached_llama_bin_dir():
     """bin/ of the newest complete llama.cpp build in the collection's build cache (as the lab builds it)."""
