@@ -6,13 +6,15 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
-# `cluster` (six hosts, the whole site.yml, heal/re-plan/fault tests) runs with `make test-cluster`: its last
-# verification run still had failures (see the closing note of issue 6), so it is not yet part of `make test`.
-SCENARIOS ?= default worker lsyncd shards mesh
+# Every scenario, one after another (`make molecule`; one alone: `make molecule SCENARIOS=worker`).
+SCENARIOS ?= worker default lsyncd shards mesh cluster
+# `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
+# scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/).
+LANES ?= "cluster" "default lsyncd shards mesh"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
-.PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration molecule lab-up lab-down clean
+.PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration molecule molecule-lanes lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
@@ -32,7 +34,7 @@ bench-down:
 	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml -e @benchmarks/lab.yml
 
 # Molecule before integration: the worker scenario builds llama.cpp (once, cached) and the integration tests use it.
-test: setup lint unit molecule integration
+test: setup lint unit molecule-lanes integration
 
 setup:
 	@tools/setup.sh
@@ -65,7 +67,10 @@ molecule:
 	  $(BIN)/molecule test -s $$s || exit 1; \
 	done
 
-# The demo on a seed-shaped 6-host lab with the self-healing and fault-matrix tests (heavy: 30-60 min on 2 cores).
+molecule-lanes:
+	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh worker -- $(LANES)
+
+# The demo on a seed-shaped 6-host lab with the self-healing and fault-matrix tests alone (part of `make test` too).
 test-cluster: setup
 	$(BIN)/molecule test -s cluster
 
