@@ -2,7 +2,8 @@
 
 Rows are kept in ``fault-report.json`` in the scenario's ephemeral directory (one row per key, a re-run replaces
 it), so tests in different files (test_1..3 reuse, test_4_faults*) add to one table; ``test_4_faults_z_report``
-renders it as Markdown beside the JSON, prints it and checks that all twelve faults have an observed outcome.
+renders it as Markdown beside the JSON (both also kept in tests/output/faults/), prints it and checks that all
+twelve faults have an observed outcome.
 """
 
 from __future__ import annotations
@@ -113,8 +114,15 @@ def markdown():
     return "\n".join(lines) + "\n"
 
 
+#: Kept after the scenario's ephemeral directory is gone (like the webui scenario's screenshot).
+ARTIFACTS = Path(__file__).resolve().parents[3] / "tests" / "output" / "faults"
+
+
 def write():
-    """Write the Markdown beside the JSON; returns the Markdown."""
+    """Write the Markdown beside the JSON, and both into tests/output/faults/; returns the Markdown."""
     text = markdown()
     markdown_path().write_text(text, encoding="utf-8")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / markdown_path().name).write_text(text, encoding="utf-8")
+    (ARTIFACTS / json_path().name).write_text(json_path().read_text(encoding="utf-8"), encoding="utf-8")
     return text
