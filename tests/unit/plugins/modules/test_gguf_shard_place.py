@@ -176,22 +176,25 @@ def test_checksum_mismatch_discards_and_changes_nothing(run_module, server, tmp_
     assert NAME not in left and f"{NAME}.partial" not in left
 
 
-def test_corrupt_file_is_fetched_again(run_module, server, tmp_path):
+@pytest.fixture
+def corrupted(run_module, server, tmp_path):
+    """The shard placed, then overwritten with as many wrong bytes: (apply arguments, its path)."""
     args = apply_args(tmp_path, [shard(server)])
     run_module(gguf_shard_place, args)
     path = tmp_path / "models" / NAME
     path.chmod(0o644)
     path.write_bytes(b"z" * len(DATA))
+    return args, path
+
+
+def test_corrupt_file_is_fetched_again(run_module, corrupted):
+    args, path = corrupted
     outcome = run_module(gguf_shard_place, args)
     assert outcome.result["refetched"] == [NAME] and path.read_bytes() == DATA
 
 
-def test_a_corrupt_shard_is_kept_when_its_fetch_fails(run_module, server, tmp_path):
-    args = apply_args(tmp_path, [shard(server)])
-    run_module(gguf_shard_place, args)
-    path = tmp_path / "models" / NAME
-    path.chmod(0o644)
-    path.write_bytes(b"z" * len(DATA))
+def test_a_corrupt_shard_is_kept_when_its_fetch_fails(run_module, server, tmp_path, corrupted):
+    _, path = corrupted
     outcome = run_module(gguf_shard_place, apply_args(tmp_path, [shard(server, sha256="0" * 64)]))
     assert outcome.failed and "checksum mismatch" in outcome.result["msg"]
     assert path.read_bytes() == b"z" * len(DATA)  # replaced only by a verified copy
