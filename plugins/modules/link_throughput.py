@@ -24,8 +24,8 @@ extends_documentation_fragment:
   - llamarpc.cluster.attributes
 attributes:
   check_mode:
-    support: none
-    details: Measuring is the whole point; in check mode the module reports that it skipped.
+    support: partial
+    details: Nothing is measured in check mode (measuring is the whole point); the module reports that it skipped.
   diff_mode:
     support: none
 options:

@@ -137,7 +137,7 @@ plan:
       elements: str
 explanation:
   description: Why this many workers, in the performance model's terms (network crossings per generated token, and
-    the network time per token when the workers carry C(rtt_ms)). Not part of O(plan), since round trips vary.
+    the network time per token when the workers carry C(rtt_ms)). Not part of RV(plan), since round trips vary.
   returned: success
   type: str
   sample: "2 of 6 usable worker(s) (fewest): the layer split crosses the network 4 times per generated token"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+import time
 
 import pytest
 
@@ -46,7 +47,7 @@ def serve_in_thread(path, port, **kwargs):
 def test_a_file_crosses_one_tcp_connection_whole(payload):
     path, data = payload
     port = free_port()
-    thread, outcome, _ = serve_in_thread(path, port, timeout=10)
+    thread, outcome, _listening = serve_in_thread(path, port, timeout=10)
     got = _link.read_stream("127.0.0.1", port, timeout=10)  # connects before or after the server listens
     thread.join(10)
     assert got["bytes"] == len(data) == outcome["result"]["bytes"]
@@ -54,8 +55,25 @@ def test_a_file_crosses_one_tcp_connection_whole(payload):
     assert got["mb_per_s"] > 0 and got["seconds"] > 0
 
 
+def test_a_slow_reader_gets_every_byte(tmp_path):
+    """A reader slower than the sender fills the send buffer (a capped link): the sender waits, it does not fail."""
+    path = tmp_path / "big.gguf"
+    path.write_bytes(b"\x5a" * 16_000_000)
+    port = free_port()
+    thread, outcome, listening = serve_in_thread(path, port, timeout=30)
+    listening.wait(5)
+    received = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        time.sleep(1)  # both socket buffers fill up meanwhile (a few MB on loopback)
+        while chunk := conn.recv(1 << 20):
+            received += len(chunk)
+    thread.join(30)
+    assert "error" not in outcome, outcome
+    assert received == outcome["result"]["bytes"] == 16_000_000
+
+
 def test_a_reader_not_allowed_is_disconnected_and_the_server_times_out(payload):
-    path, _ = payload
+    path = payload[0]
     port = free_port()
     thread, outcome, listening = serve_in_thread(path, port, timeout=1.5, allowed={"10.9.9.9"})
     listening.wait(5)

@@ -194,7 +194,7 @@ def test_corrupt_file_is_fetched_again(run_module, corrupted):
 
 
 def test_a_corrupt_shard_is_kept_when_its_fetch_fails(run_module, server, tmp_path, corrupted):
-    _, path = corrupted
+    path = corrupted[1]
     outcome = run_module(gguf_shard_place, apply_args(tmp_path, [shard(server, sha256="0" * 64)]))
     assert outcome.failed and "checksum mismatch" in outcome.result["msg"]
     assert path.read_bytes() == b"z" * len(DATA)  # replaced only by a verified copy
