@@ -416,9 +416,14 @@ def apply(module, params):
         result["changed"] = True
         if check:
             continue
-        # A corrupt shard stays in place until a verified copy replaces it (finish renames over it): nothing is
-        # lost if the fetch fails. Without room for a second copy, a local source is written into its blocks.
-        in_place = corrupt and shard.get("src") and shutil.disk_usage(model_dir).free < int(shard["size"])
+        # A corrupt shard stays in place until a verified copy replaces it (finish renames over it), so a failed
+        # fetch leaves things as they were. Without room for a second copy: a local source is written into the
+        # file's own blocks (they stay allocated while llama-server holds the file, even unlinked); a download
+        # needs the room, so the corrupt file goes first and the download resumes from its partial if it fails.
+        short = corrupt and shutil.disk_usage(model_dir).free < int(shard["size"])
+        in_place = short and bool(shard.get("src"))
+        if short and not in_place:
+            os.unlink(path)
         started = time.monotonic()
         try:
             if in_place:
@@ -448,8 +453,8 @@ def apply(module, params):
             free = shutil.disk_usage(model_dir).free
             module.fail_json(
                 msg=f"{name}: {exc.strerror or exc} while writing into {model_dir} ({human(free)} free, the shard is "
-                f"{human(int(shard['size']))}); {'the corrupt copy was kept; ' if corrupt else ''}"
-                "free some space or lower the reserve and run again",
+                f"{human(int(shard['size']))}); free some space (a deleted shard still held open by llama-server "
+                "keeps its blocks until llama-server restarts) and run again",
                 **result,
             )
         _save_manifest(manifest_path, manifest, manifest_before)

@@ -200,6 +200,15 @@ def test_a_corrupt_shard_is_kept_when_its_fetch_fails(run_module, server, tmp_pa
     assert path.read_bytes() == b"z" * len(DATA)  # replaced only by a verified copy
 
 
+def test_a_corrupt_shard_on_a_full_disk_makes_room_for_its_download(run_module, corrupted, monkeypatch):
+    args, path = corrupted
+    full = shutil.disk_usage(path.parent)._replace(free=len(DATA) - 1)
+    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
+    outcome = run_module(gguf_shard_place, args)
+    assert not outcome.failed, outcome.result
+    assert outcome.result["refetched"] == [NAME] and path.read_bytes() == DATA
+
+
 def test_a_corrupt_shard_on_a_full_disk_is_rewritten_in_its_own_blocks(run_module, tmp_path, monkeypatch):
     source = tmp_path / "source.gguf"
     source.write_bytes(DATA)
