@@ -4,7 +4,7 @@
 # each lane's scenarios one after another. Every scenario has its own lab (bridge, subnet), and most of a scenario's
 # time is spent waiting on its hosts, so two lanes share two cores well.
 # Each lane logs to tests/output/molecule/lane-N.log; a lane's log is printed when it ends, whole if it failed.
-#   tools/molecule_lanes.sh worker -- "cluster mesh" "default lsyncd shards"
+#   tools/molecule_lanes.sh worker -- "cluster default" "lsyncd shards mesh"
 set -uo pipefail
 cd "$(dirname "$0")/.."
 molecule=${MOLECULE:-.venv/bin/molecule}
