@@ -28,7 +28,7 @@ def rate(nbytes, seconds):
 def serve_file(path, port, bind, timeout=60.0, allowed=None, ready=None):
     """Accept one connection on ``bind``:``port`` within ``timeout`` seconds (only from an address in ``allowed``
     when given; others are closed), send ``path`` with sendfile and close. ``ready`` (a callable) is called once
-    listening. Returns ``{bytes, seconds, peer}``."""
+    listening. Returns ``{bytes, seconds, mb_per_s, peer}``."""
     size = os.path.getsize(path)
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -55,7 +55,8 @@ def serve_file(path, port, bind, timeout=60.0, allowed=None, ready=None):
             start = time.monotonic()
             sent = conn.sendfile(handle, 0, size)
             conn.shutdown(socket.SHUT_WR)
-            return {"bytes": sent, "seconds": time.monotonic() - start, "peer": peer[0]}
+            seconds = time.monotonic() - start
+            return {"bytes": sent, "seconds": seconds, "mb_per_s": rate(sent, seconds), "peer": peer[0]}
     finally:
         server.close()
 

@@ -126,7 +126,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llamarpc.cluster.plugins.module_utils._link import (
     LinkError,
     memory_bandwidth,
-    rate,
     read_file,
     read_stream,
     serve_file,
@@ -167,7 +166,6 @@ def main():
                 result = serve_file(p["path"], p["port"], p["bind"], p["timeout"], allowed)
             else:
                 result = serve_zeros(p["size_mb"] * 1000 * 1000, p["port"], p["bind"], p["timeout"], allowed)
-            result["mb_per_s"] = rate(result["bytes"], result["seconds"])
         elif mode == "read":
             result = read_stream(p["host"], p["port"], p["timeout"])
         elif mode == "read_file":
