@@ -141,6 +141,67 @@ def ratio_rows(results, ratios):
     return rows
 
 
+def rerun_summary(site, floor=None, budget_seconds=45.0):
+    """What a no-op ``site.yml`` rerun cost, from the ``llamarpc.cluster.timings`` callback's figures (``site``), set
+    against Ansible's own floor on the same hosts (``floor``: the same callback's figures for a playbook of trivial
+    module tasks on every host): seconds per task of that floor, and the rerun's module tasks priced at it."""
+    out = {
+        "seconds": site.get("seconds"),
+        "changed": site.get("changed"),
+        "tasks": site.get("tasks"),
+        "budget_seconds": budget_seconds,
+        "met": site.get("seconds") is not None and site["seconds"] <= budget_seconds and site.get("changed") == 0,
+        "kinds": site.get("kinds", []),
+        "plays": site.get("plays", []),
+        "roles": site.get("roles", []),
+        "slowest": site.get("slowest", [])[:10],
+    }
+    floor_tasks = [t["seconds"] for t in (floor or {}).get("slowest", []) if t.get("ran")]
+    if floor_tasks:
+        per_task = statistics.median(floor_tasks)
+        module = next((k for k in out["kinds"] if k["name"] == "module runs on hosts"), {"tasks": 0, "seconds": 0})
+        out["floor"] = {
+            "seconds_per_task": per_task,
+            "tasks_measured": len(floor_tasks),
+            "hosts": max(t.get("hosts", 0) for t in floor["slowest"]),
+            "module_tasks": module["tasks"],
+            "module_seconds": module["seconds"],
+            "module_tasks_at_floor_seconds": module["tasks"] * per_task,
+        }
+    return out
+
+
+def rerun_lines(rerun):
+    """The no-op rerun as a Markdown section."""
+    lines = [
+        "",
+        f"## site.yml no-op rerun: {_fmt(rerun.get('seconds'), 1)} s, changed {rerun.get('changed')}, "
+        f"{rerun.get('tasks')} tasks (budget {_fmt(rerun.get('budget_seconds'), 0)} s: "
+        f"{'met' if rerun.get('met') else 'missed'})",
+        "",
+        "| kind of task | tasks | host runs | s |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {k['name']} | {k['tasks']} | {k['host_tasks']} | {_fmt(k['seconds'], 1)} |" for k in rerun["kinds"]]
+    floor = rerun.get("floor")
+    if floor:
+        lines += [
+            "",
+            f"Ansible's floor on these {floor['hosts']} hosts: {_fmt(floor['seconds_per_task'])} s per task (median of "
+            f"{floor['tasks_measured']} ping tasks on every host). The rerun's {floor['module_tasks']} module tasks "
+            f"took {_fmt(floor['module_seconds'], 1)} s; at the floor they would take "
+            f"{_fmt(floor['module_tasks_at_floor_seconds'], 1)} s.",
+        ]
+    lines += ["", "| play | s |", "|---|---|"]
+    lines += [f"| {p['name']} | {_fmt(p['seconds'], 1)} |" for p in rerun["plays"]]
+    lines += ["", "| slowest task | role | ran on | s |", "|---|---|---|---|"]
+    lines += [
+        f"| {t['name']} | {t.get('role') or '-'} | {t.get('ran')}/{t.get('hosts')} | {_fmt(t['seconds'], 1)} |"
+        for t in rerun["slowest"]
+    ]
+    return lines
+
+
 def _fmt(value, digits=2):
     if value is None:
         return "-"
@@ -149,7 +210,7 @@ def _fmt(value, digits=2):
     return str(value)
 
 
-def markdown_report(results, ratios, meta, links=()):
+def markdown_report(results, ratios, meta, links=(), rerun=None):
     """The results table (like the seed's), the ratios, the model's predictions and the link figures, as Markdown."""
     lines = [f"# Benchmark {meta.get('title', '')}".rstrip(), ""]
     for key in sorted(meta):
@@ -197,6 +258,8 @@ def markdown_report(results, ratios, meta, links=()):
         for r in parallel:
             for p in r["parallel_runs"]:
                 lines.append(f"| {r['name']} | {p['clients']} | {_fmt(p['aggregate_per_second'])} |")
+    if rerun:
+        lines += rerun_lines(rerun)
     return "\n".join(lines) + "\n"
 
 

@@ -117,6 +117,7 @@ def build_options(
     known_hosts_file=None,
     port=None,
     direct_io=False,
+    auto_cache=False,
     extra_opts=(),
 ):
     """The ``-o`` options of sshfs, in a stable order (the unit file and ``changed`` depend on it)."""
@@ -146,11 +147,25 @@ def build_options(
         opts.append(f"port={int(port)}")
     if direct_io:
         opts.append("direct_io")
+    elif auto_cache:
+        # Keep the page cache across opens while the file's mtime and size are unchanged: without it every open
+        # (each llama-server reload) reads the whole shard over the network again. With direct_io there is no
+        # page cache to keep.
+        opts.append("auto_cache")
     for item in extra_opts or ():
         extra = _option_value("extra_opts item", item).strip()
         if not extra:
             raise SshfsError("extra_opts items must not be empty")
-        if extra.split("=", 1)[0] in {"rw", "ro", "direct_io", "reconnect", "allow_other", "port", "IdentityFile"}:
+        if extra.split("=", 1)[0] in {
+            "rw",
+            "ro",
+            "direct_io",
+            "auto_cache",
+            "reconnect",
+            "allow_other",
+            "port",
+            "IdentityFile",
+        }:
             raise SshfsError(f"use the module's own option instead of extra_opts item {extra!r}")
         if extra not in opts:
             opts.append(extra)

@@ -125,6 +125,15 @@ options:
     type: list
     elements: dict
     default: []
+  rerun:
+    description:
+      - Figures of a no-op C(site.yml) rerun (O(mode=report)), as the C(llamarpc.cluster.timings) callback writes
+        them, under C(site); optionally C(floor), the same callback's figures for a playbook of trivial module tasks
+        on every host (Ansible's per-task cost there), and C(budget_seconds) (default 45).
+      - The report gets a section on what the rerun spent its time on and a row in the ratios table (met when the
+        rerun took at most C(budget_seconds) and changed nothing).
+    type: dict
+    default: {}
   ratios:
     description:
       - Ratios to report, each C(name), C(metric) (a key of a result's summary), C(numerator), C(denominator)
@@ -201,6 +210,11 @@ report:
     files: {description: Files written., type: list, elements: str}
     ratios: {description: Ratios with their values and whether the targets are met., type: list, elements: dict}
     results: {description: Results with predictions added., type: list, elements: dict}
+    rerun:
+      description:
+        - The no-op rerun (from O(rerun)) - C(seconds), C(changed), C(met), C(kinds), C(plays), C(roles), the slowest
+          tasks and, with a floor, C(floor.seconds_per_task) - or null.
+      type: dict
 """
 
 import inspect
@@ -216,6 +230,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     markdown_report,
     parallel_completions,
     ratio_rows,
+    rerun_summary,
     summarize,
     wait_healthy,
     write_chart,
@@ -380,27 +395,41 @@ class Bench:
         ratios = ratio_rows(
             results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
         )
+        rerun = None
+        if p["rerun"].get("site"):
+            rerun = rerun_summary(p["rerun"]["site"], p["rerun"].get("floor"), p["rerun"].get("budget_seconds", 45.0))
+            ratios.append(
+                {
+                    "name": f"site.yml no-op rerun, seconds (changed {rerun['changed']})",
+                    "value": rerun["seconds"],
+                    "target": rerun["budget_seconds"],
+                    "compare": "le",
+                    "met": rerun["met"],
+                }
+            )
         paths = [os.path.join(p["results_dir"], n) for n in ("results.json", "report.md", "chart.png")]
-        report = {"files": paths, "ratios": ratios, "results": results, "links": links}
+        report = {"files": paths, "ratios": ratios, "results": results, "links": links, "rerun": rerun}
         if self.m.check_mode:
             self.m.exit_json(changed=True, report=report)
         os.makedirs(p["results_dir"], exist_ok=True)
         with open(paths[0], "w", encoding="utf-8") as handle:
             json.dump(
-                {"meta": p["meta"], "results": results, "ratios": ratios, "links": links},
+                {"meta": p["meta"], "results": results, "ratios": ratios, "links": links, "rerun": rerun},
                 handle,
                 indent=2,
                 sort_keys=True,
             )
         with open(paths[1], "w", encoding="utf-8") as handle:
-            handle.write(markdown_report(results, ratios, p["meta"], links))
+            handle.write(markdown_report(results, ratios, p["meta"], links, rerun))
         warnings = []
         if not write_chart(results, paths[2]):
             paths.pop()
             warnings.append("matplotlib is not installed on the controller: no chart.png")
         for w in warnings:
             self.m.warn(w)
-        self.m.exit_json(changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"], links))
+        self.m.exit_json(
+            changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"], links, rerun)
+        )
 
 
 def main():
@@ -429,6 +458,7 @@ def main():
             "results": {"type": "list", "elements": "dict", "default": []},
             "ratios": {"type": "list", "elements": "dict", "default": []},
             "links": {"type": "list", "elements": "dict", "default": []},
+            "rerun": {"type": "dict", "default": {}},
             "model_bytes": {"type": "int", "default": 0},
             "calibration": {"type": "str", "default": "single"},
             "layers": {"type": "int", "default": 1},

@@ -97,6 +97,14 @@ options:
         then needs C(--load-mode none)) and reads slower. Off by default.
     type: bool
     default: false
+  auto_cache:
+    description:
+      - Keep file contents in the page cache across opens as long as their modification time and size are
+        unchanged (C(-o auto_cache)). Without it sshfs drops the cache on every open, so each reload of a model
+        reads every shard on the mount over the network again. A file changed on the remote host is read anew.
+      - Ignored with O(direct_io), which has no page cache.
+    type: bool
+    default: true
   extra_opts:
     description:
       - More sshfs C(-o) options, one per item (for example V(Ciphers=aes128-gcm@openssh.com),
@@ -361,6 +369,7 @@ class Mount:
                 known_hosts_file=params["known_hosts_file"],
                 port=params["port"],
                 direct_io=params["direct_io"],
+                auto_cache=params["auto_cache"],
                 extra_opts=params["extra_opts"],
             )
             signals = _sshfs.signal_names(params["masked_signals"]) if params["mask_signals"] else []
@@ -524,6 +533,7 @@ def main():
             "server_alive_count_max": {"type": "int", "default": 3},
             "allow_other": {"type": "bool", "default": False},
             "direct_io": {"type": "bool", "default": False},
+            "auto_cache": {"type": "bool", "default": True},
             "extra_opts": {"type": "list", "elements": "str", "default": []},
             "mask_signals": {"type": "bool", "default": True},
             "masked_signals": {"type": "list", "elements": "str", "default": ["HUP", "TERM", "INT", "QUIT"]},

@@ -190,6 +190,8 @@ ansible_facts:
               when the unit file sits at that very path. C(wants_links) are the enablement links of a user
               unit whose manager is not running. C(configs) are the lsyncd configs the unit uses; C(pids) its
               processes.
+            - C(masked_and_stopped) is true for a unit that is masked and not running (nothing is left to stop
+              or mask).
             - C(run_in_exclude_mode) is true for an lsyncd unit that was running, enabled or masked (the exclude
               mode starts it), C(enable_in_exclude_mode) for one that was enabled or masked.
           returned: always
@@ -207,6 +209,7 @@ ansible_facts:
               sub_state: running
               unit_file_state: enabled
               masked: false
+              masked_and_stopped: false
               restart: always
               fragment_path: /data/home/pool/.config/systemd/user/lsyncd.service
               mask_path: /data/home/pool/.config/systemd/user/lsyncd.service
@@ -831,6 +834,7 @@ class Scanner:
                 "sub_state": unit.get("SubState", ""),
                 "unit_file_state": unit.get("UnitFileState", ""),
                 "masked": masked,
+                "masked_and_stopped": masked and inactive,
                 "restart": unit.get("Restart", ""),
                 "n_restarts": int(unit.get("NRestarts") or 0) if str(unit.get("NRestarts", "")).isdigit() else 0,
                 "fragment_path": fragment,

@@ -1,5 +1,7 @@
 """SSHFS read throughput on the lab link (node2 capped at 100 Mbit/s): the role's mount with the seed's direct_io,
-a page-cached mount (module defaults), and plain ``ssh cat`` of the same shard, measured in one run and printed."""
+a page-cached mount (module defaults), and plain ``ssh cat`` of the same shard, measured in one run and printed.
+Also what a second read (a model reload) costs on the link: the module's default ``auto_cache`` serves it from the
+coordinator's page cache, ``direct_io`` fetches the whole shard again."""
 
 import pytest
 from labtest import lab
@@ -37,6 +39,20 @@ def shell_key():
     client.check_output(f"rm -f {BENCH_KEY} {BENCH_KEY}.pub")
 
 
+def received_bytes(host):
+    """Bytes received so far on ``host``'s network interfaces other than loopback (/proc/net/dev)."""
+    lines = host.check_output("cat /proc/net/dev").splitlines()[2:]
+    return sum(int(line.split(":", 1)[1].split()[0]) for line in lines if line.split(":", 1)[0].strip() != "lo")
+
+
+def reread_bytes(host, path):
+    """Bytes that crossed ``host``'s links while ``path`` was read a second time (the first read fills any cache)."""
+    host.check_output(f"cat {path} > /dev/null")
+    before = received_bytes(host)
+    host.check_output(f"cat {path} > /dev/null")
+    return received_bytes(host) - before
+
+
 def test_throughput(shell_key):
     client = lab(CLIENT)
     size = int(lab(SERVER).check_output(f"stat -c %s {EXPORT_DIR}/{BIG}"))
@@ -53,6 +69,10 @@ def test_throughput(shell_key):
         assert cached["health"] == "ok" and cached["probe_bytes"] == size, cached
         assert seed["mmap_ok"] is False, "mmap should fail on a direct_io mount"
         assert cached["mmap_ok"] is True
+        assert "auto_cache" in cached["options"], cached["options"]
+        # A reload through the default mount reads the shard from the coordinator's page cache, not the link.
+        cached_reread = reread_bytes(client, f"{CACHED_MOUNT}/{BIG}")
+        assert cached_reread < size // 10, f"{cached_reread} bytes crossed the link to re-read a {size}-byte shard"
     finally:
         removed = run_mount({"path": CACHED_MOUNT, "state": "absent"})
         assert removed["changed"] and not removed["failed"]
@@ -64,6 +84,9 @@ def test_throughput(shell_key):
     )
     ssh_mbps = size / timed(client, ssh_cmd) / MB
     cat_mbps = size / timed(client, f"cat {MOUNT}/{BIG} > /dev/null") / MB
+    # The seed's direct_io mount has no page cache: every read crosses the link again (the check of the check).
+    direct_reread = reread_bytes(client, f"{MOUNT}/{BIG}")
+    assert direct_reread >= size, f"only {direct_reread} bytes crossed the link to re-read a {size}-byte shard"
 
     print(
         f"\nSSHFS read throughput of a {size / MB:.1f} MB shard, node1 <- node2 (node2 link capped at 100 Mbit/s):"
@@ -73,5 +96,6 @@ def test_throughput(shell_key):
         f"\n  page cache (no direct_io), read probe               : {cached['throughput_mbps']:.2f} MB/s"
         f"  mmap_ok={cached['mmap_ok']}"
         f"\n  plain ssh cat                                       : {ssh_mbps:.2f} MB/s"
+        f"\nBytes over the link for a second read: auto_cache {cached_reread}, direct_io {direct_reread}"
     )
     assert seed["throughput_mbps"] > 0 and cached["throughput_mbps"] > 0 and ssh_mbps > 0

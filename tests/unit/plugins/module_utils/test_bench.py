@@ -135,3 +135,51 @@ def test_ratios_and_report(tmp_path):
     chart = tmp_path / "c.png"
     if bench.write_chart(results, str(chart)):
         assert chart.read_bytes()[:4] == b"\x89PNG"
+
+
+def timings(seconds, changed, kinds, slowest, plays=()):
+    """Figures shaped like the llamarpc.cluster.timings callback's JSON."""
+    return {
+        "seconds": seconds,
+        "changed": changed,
+        "tasks": sum(k["tasks"] for k in kinds),
+        "kinds": kinds,
+        "plays": list(plays),
+        "roles": [],
+        "slowest": slowest,
+    }
+
+
+def test_rerun_summary_against_the_floor():
+    site = timings(
+        90.0,
+        0,
+        [
+            {"name": "skipped everywhere", "tasks": 10, "host_tasks": 0, "seconds": 2.0},
+            {"name": "controller only", "tasks": 5, "host_tasks": 30, "seconds": 1.0},
+            {"name": "module runs on hosts", "tasks": 40, "host_tasks": 200, "seconds": 87.0},
+        ],
+        [{"name": f"t{i}", "role": "r", "ran": 6, "hosts": 6, "seconds": 20.0 - i} for i in range(12)],
+        plays=[{"name": "Workers", "seconds": 90.0}],
+    )
+    floor = timings(
+        10.0,
+        0,
+        [{"name": "module runs on hosts", "tasks": 5, "host_tasks": 30, "seconds": 8.0}],
+        [{"name": f"ping {i}", "ran": 6, "hosts": 6, "seconds": s} for i, s in enumerate([1.0, 1.6, 1.5, 1.5, 1.4])],
+    )
+    rerun = bench.rerun_summary(site, floor, budget_seconds=45)
+    assert rerun["met"] is False and rerun["changed"] == 0 and len(rerun["slowest"]) == 10
+    assert rerun["floor"]["seconds_per_task"] == 1.5 and rerun["floor"]["hosts"] == 6
+    assert rerun["floor"]["module_tasks_at_floor_seconds"] == 60.0 and rerun["floor"]["module_seconds"] == 87.0
+    md = "\n".join(bench.rerun_lines(rerun))
+    assert "## site.yml no-op rerun: 90.0 s, changed 0, 55 tasks (budget 45 s: missed)" in md
+    assert "| module runs on hosts | 40 | 200 | 87.0 |" in md
+    assert "1.50 s per task" in md and "at the floor they would take 60.0 s" in md
+    assert "| t0 | r | 6/6 | 20.0 |" in md
+
+
+def test_a_rerun_that_changed_something_misses_even_when_fast():
+    assert bench.rerun_summary(timings(10.0, 2, [], []))["met"] is False
+    fast = bench.rerun_summary(timings(10.0, 0, [], []))
+    assert fast["met"] is True and "floor" not in fast

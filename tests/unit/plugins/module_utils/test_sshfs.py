@@ -99,6 +99,13 @@ def test_default_options_are_read_only_reconnecting_without_direct_io():
     assert "BatchMode=yes" in opts
 
 
+def test_auto_cache_only_where_there_is_a_page_cache():
+    assert _sshfs.build_options(auto_cache=True)[-1] == "auto_cache"
+    assert "auto_cache" not in _sshfs.build_options()
+    with_direct_io = _sshfs.build_options(direct_io=True, auto_cache=True)
+    assert "direct_io" in with_direct_io and "auto_cache" not in with_direct_io
+
+
 def test_all_options():
     opts = _sshfs.build_options(
         read_only=False,
@@ -130,6 +137,7 @@ def test_all_options():
         {"extra_opts": ["a,b"]},
         {"extra_opts": [""]},
         {"extra_opts": ["direct_io"]},
+        {"extra_opts": ["auto_cache"]},
         {"extra_opts": ["rw"]},
         {"identity_file": "/k,ey"},
         {"port": 70000},

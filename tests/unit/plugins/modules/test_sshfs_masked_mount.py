@@ -128,6 +128,8 @@ def test_fresh_mount_check_apply_rerun(run_module, host):
     assert applied.result["mmap_ok"] is True
     assert applied.result["signals_ignored"] == ["HUP", "INT", "QUIT", "PIPE", "TERM"]
     assert applied.result["options"][:2] == ["ro", "reconnect"]
+    # By default a reopened file keeps its page cache (a model reload does not cross the network again).
+    assert "auto_cache" in applied.result["options"] and "auto_cache" in unit
 
     host.calls.clear()
     for check_mode in (False, True):
@@ -173,6 +175,8 @@ def test_option_change_rewrites_the_unit_with_a_diff_and_remounts(run_module, ho
     assert check.result["changed"] and check.result["actions"] == ["write unit", "restart unit"]
     assert "direct_io" in check.result["diff"]["after"] and "direct_io" not in check.result["diff"]["before"]
     assert "direct_io" not in (host.unit_dir / UNIT).read_text()
+    # direct_io has no page cache to keep: auto_cache goes.
+    assert "auto_cache" in check.result["diff"]["before"] and "auto_cache" not in check.result["diff"]["after"]
     host.mmap_ok = False
     result = run_module(smm, args)
     assert result.result["changed"] and result.result["mmap_ok"] is False

@@ -321,6 +321,7 @@ def test_units_carry_what_acting_needs(run_module, host):
     assert pool["configs"] == ["/data/home/pool/.lsyncd.conf.lua"]
     assert pool["pids"] == [574]
     assert pool["run_in_exclude_mode"] and pool["enable_in_exclude_mode"]
+    assert not pool["masked_and_stopped"]  # running and enabled: the role has work to do
 
     backup = units[("system", None, "backup.service")]
     assert backup["timers"] == ["backup.timer"]
@@ -385,6 +386,7 @@ def test_after_neutralising(run_module, host):
     unit = next(u for u in facts["units"] if u["unit"] == "lsyncd.service" and u["user"] == "pool")
     assert unit["fragment_path"] == "/data/home/pool/.local/share/systemd/user/lsyncd.service"
     assert unit["relocate_from"] is None and unit["run_in_exclude_mode"]
+    assert all(u["masked_and_stopped"] for u in facts["units"])
     assert hazards["rsync:unit:system:backup.service"]["neutralised"]
     assert hazards["rsync:cron:/var/spool/cron/crontabs/pool:1"]["neutralised"]
     assert facts["unresolved"] == []
