@@ -141,10 +141,18 @@ def ratio_rows(results, ratios):
     return rows
 
 
-def rerun_summary(site, floor=None, budget_seconds=45.0):
+def _floor_per_task(floor):
+    seconds = [t["seconds"] for t in (floor or {}).get("slowest", []) if t.get("ran")]
+    return (statistics.median(seconds), len(seconds)) if seconds else (None, 0)
+
+
+def rerun_summary(site, floor=None, budget_seconds=45.0, floor_one_host=None):
     """What a no-op ``site.yml`` rerun cost, from the ``llamarpc.cluster.timings`` callback's figures (``site``), set
     against Ansible's own floor on the same hosts (``floor``: the same callback's figures for a playbook of trivial
-    module tasks on every host): seconds per task of that floor, and the rerun's module tasks priced at it."""
+    module tasks on every host): seconds per task of that floor, and the rerun's module tasks priced at it.
+
+    ``floor_one_host`` (the same playbook on one host) prices the module tasks as if every host had its own CPU:
+    the estimate for separate machines, where the hosts' module runs overlap instead of sharing the lab's cores."""
     out = {
         "seconds": site.get("seconds"),
         "changed": site.get("changed"),
@@ -156,18 +164,22 @@ def rerun_summary(site, floor=None, budget_seconds=45.0):
         "roles": site.get("roles", []),
         "slowest": site.get("slowest", [])[:10],
     }
-    floor_tasks = [t["seconds"] for t in (floor or {}).get("slowest", []) if t.get("ran")]
-    if floor_tasks:
-        per_task = statistics.median(floor_tasks)
+    per_task, measured = _floor_per_task(floor)
+    if per_task is not None:
         module = next((k for k in out["kinds"] if k["name"] == "module runs on hosts"), {"tasks": 0, "seconds": 0})
         out["floor"] = {
             "seconds_per_task": per_task,
-            "tasks_measured": len(floor_tasks),
+            "tasks_measured": measured,
             "hosts": max(t.get("hosts", 0) for t in floor["slowest"]),
             "module_tasks": module["tasks"],
             "module_seconds": module["seconds"],
             "module_tasks_at_floor_seconds": module["tasks"] * per_task,
         }
+        one_host, _count = _floor_per_task(floor_one_host)
+        if one_host is not None:
+            rest = sum(k["seconds"] for k in out["kinds"] if k["name"] != "module runs on hosts")
+            out["floor"]["seconds_per_task_one_host"] = one_host
+            out["floor"]["separate_machines_estimate_seconds"] = module["tasks"] * one_host + rest
     return out
 
 
@@ -192,6 +204,13 @@ def rerun_lines(rerun):
             f"took {_fmt(floor['module_seconds'], 1)} s; at the floor they would take "
             f"{_fmt(floor['module_tasks_at_floor_seconds'], 1)} s.",
         ]
+        if floor.get("separate_machines_estimate_seconds") is not None:
+            lines += [
+                "",
+                f"On one host the floor is {_fmt(floor['seconds_per_task_one_host'])} s per task. Estimate for "
+                f"separate machines (each host's module runs on its own CPU, the controller's tasks as measured): "
+                f"{_fmt(floor['separate_machines_estimate_seconds'], 1)} s.",
+            ]
     lines += ["", "| play | s |", "|---|---|"]
     lines += [f"| {p['name']} | {_fmt(p['seconds'], 1)} |" for p in rerun["plays"]]
     lines += ["", "| slowest task | role | ran on | s |", "|---|---|---|---|"]

@@ -129,7 +129,8 @@ options:
     description:
       - Figures of a no-op C(site.yml) rerun (O(mode=report)), as the C(llamarpc.cluster.timings) callback writes
         them, under C(site); optionally C(floor), the same callback's figures for a playbook of trivial module tasks
-        on every host (Ansible's per-task cost there), and C(budget_seconds) (default 45).
+        on every host (Ansible's per-task cost there), C(floor_one_host), the same on one host (for an estimate on
+        separate machines), and C(budget_seconds) (default 45).
       - The report gets a section on what the rerun spent its time on and a row in the ratios table (met when the
         rerun took at most C(budget_seconds) and changed nothing).
     type: dict
@@ -397,7 +398,12 @@ class Bench:
         )
         rerun = None
         if p["rerun"].get("site"):
-            rerun = rerun_summary(p["rerun"]["site"], p["rerun"].get("floor"), p["rerun"].get("budget_seconds", 45.0))
+            rerun = rerun_summary(
+                p["rerun"]["site"],
+                p["rerun"].get("floor"),
+                p["rerun"].get("budget_seconds", 45.0),
+                p["rerun"].get("floor_one_host"),
+            )
             ratios.append(
                 {
                     "name": f"site.yml no-op rerun, seconds (changed {rerun['changed']})",

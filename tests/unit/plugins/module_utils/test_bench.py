@@ -168,7 +168,8 @@ def test_rerun_summary_against_the_floor():
         [{"name": "module runs on hosts", "tasks": 5, "host_tasks": 30, "seconds": 8.0}],
         [{"name": f"ping {i}", "ran": 6, "hosts": 6, "seconds": s} for i, s in enumerate([1.0, 1.6, 1.5, 1.5, 1.4])],
     )
-    rerun = bench.rerun_summary(site, floor, budget_seconds=45)
+    one_host = timings(5.0, 0, [], [{"name": f"ping {i}", "ran": 1, "hosts": 1, "seconds": 0.5} for i in range(3)])
+    rerun = bench.rerun_summary(site, floor, budget_seconds=45, floor_one_host=one_host)
     assert rerun["met"] is False and rerun["changed"] == 0 and len(rerun["slowest"]) == 10
     assert rerun["floor"]["seconds_per_task"] == 1.5 and rerun["floor"]["hosts"] == 6
     assert rerun["floor"]["module_tasks_at_floor_seconds"] == 60.0 and rerun["floor"]["module_seconds"] == 87.0
@@ -177,6 +178,9 @@ def test_rerun_summary_against_the_floor():
     assert "| module runs on hosts | 40 | 200 | 87.0 |" in md
     assert "1.50 s per task" in md and "at the floor they would take 60.0 s" in md
     assert "| t0 | r | 6/6 | 20.0 |" in md
+    # 40 module tasks at 0.5 s, plus the 3.0 s of skipped and controller-only tasks as measured.
+    assert rerun["floor"]["separate_machines_estimate_seconds"] == 23.0
+    assert "separate machines" in md and "23.0 s." in md
 
 
 def test_a_rerun_that_changed_something_misses_even_when_fast():
