@@ -16,7 +16,8 @@ description:
   - At the end of the run it prints the plays, the roles and the slowest tasks, and writes the same figures as JSON
     when O(output) is set. The benchmark uses it to say what dominates a no-op C(site.yml) rerun.
   - Enable it with C(ANSIBLE_CALLBACKS_ENABLED=llamarpc.cluster.timings).
-author: llamarpc.cluster contributors
+author:
+  - llamarpc.cluster contributors (@llamarpc)
 options:
   output:
     description: Write the figures as JSON to this file (its directory must exist).
