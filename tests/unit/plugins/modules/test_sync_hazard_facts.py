@@ -386,7 +386,9 @@ def test_after_neutralising(run_module, host):
     unit = next(u for u in facts["units"] if u["unit"] == "lsyncd.service" and u["user"] == "pool")
     assert unit["fragment_path"] == "/data/home/pool/.local/share/systemd/user/lsyncd.service"
     assert unit["relocate_from"] is None and unit["run_in_exclude_mode"]
-    assert all(u["masked_and_stopped"] for u in facts["units"])
+    # The two units masked above have nothing left to stop or mask; the others still have.
+    off = {(u["user"], u["unit"]) for u in facts["units"] if u["masked_and_stopped"]}
+    assert off == {("pool", "lsyncd.service"), (None, "backup.service")}, off
     assert hazards["rsync:unit:system:backup.service"]["neutralised"]
     assert hazards["rsync:cron:/var/spool/cron/crontabs/pool:1"]["neutralised"]
     assert facts["unresolved"] == []
