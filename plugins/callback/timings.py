@@ -142,57 +142,58 @@ class Timings:
                     "changed": sum(1 for s in statuses if s == "changed"),
                 }
             )
-        roles = {}
-        for task in tasks:
-            key = task["role"] or "(play tasks)"
-            roles[key] = roles.get(key, 0.0) + task["seconds"]
         hosts = {}
         for task in self.tasks:
             for host, entry in task["hosts"].items():
                 if entry["status"] != "skipped":
                     hosts[host] = hosts.get(host, 0.0) + entry["seconds"]
-        actions = {}
-        for task in tasks:
-            entry = actions.setdefault(task["action"], {"name": task["action"], "tasks": 0, "seconds": 0.0})
-            entry["tasks"] += 1
-            entry["seconds"] += task["seconds"]
-        skipped = [t for t in tasks if t["hosts"] and not t["ran"]]
-        kinds = {"skipped everywhere": skipped}
-        kinds["controller only"] = [t for t in tasks if t not in skipped and t["action"] in CONTROLLER_ACTIONS]
-        kinds["module runs on hosts"] = [t for t in tasks if t not in skipped and t["action"] not in CONTROLLER_ACTIONS]
         return {
             "seconds": round(total, 3),
             "tasks": len(tasks),
             "task_seconds": round(sum(t["seconds"] for t in tasks), 3),
-            "skipped_everywhere": {"tasks": len(skipped), "seconds": round(sum(t["seconds"] for t in skipped), 3)},
             "changed": sum(t["changed"] for t in tasks),
-            "kinds": [
-                {
-                    "name": name,
-                    "tasks": len(group),
-                    "host_tasks": sum(t["ran"] for t in group),
-                    "seconds": round(sum(t["seconds"] for t in group), 3),
-                }
-                for name, group in kinds.items()
-            ],
+            # In this order, whatever the seconds: the report reads them by name.
+            "kinds": totals(tasks, kind_of, order=KINDS),
             "plays": [
                 {"name": p["name"], "seconds": round((p["end"] or p["start"]) - p["start"], 3)} for p in self.plays
             ],
-            "roles": [{"name": k, "seconds": round(v, 3)} for k, v in sorted(roles.items(), key=lambda kv: -kv[1])],
-            "actions": [
-                {**a, "seconds": round(a["seconds"], 3)} for a in sorted(actions.values(), key=lambda a: -a["seconds"])
-            ],
+            "roles": totals(tasks, lambda t: t["role"] or "(play tasks)"),
+            "actions": totals(tasks, lambda t: t["action"]),
             "host_seconds": {k: round(v, 3) for k, v in sorted(hosts.items(), key=lambda kv: -kv[1])},
             "slowest": sorted(tasks, key=lambda t: -t["seconds"])[:top],
         }
 
 
+#: Kinds of task, by where their time goes.
+KINDS = ("skipped everywhere", "controller only", "module runs on hosts")
+
+
+def kind_of(task):
+    """Skipped on every host, run on the controller alone, or module runs on hosts."""
+    if task["hosts"] and not task["ran"]:
+        return KINDS[0]
+    return KINDS[1] if task["action"] in CONTROLLER_ACTIONS else KINDS[2]
+
+
+def totals(tasks, key, order=None):
+    """Tasks grouped by ``key(task)``: ``{name, tasks, host_tasks, seconds}`` each, biggest first (or in ``order``,
+    every name of it present)."""
+    groups = {name: {"name": name, "tasks": 0, "host_tasks": 0, "seconds": 0.0} for name in order or ()}
+    for task in tasks:
+        name = key(task)
+        group = groups.setdefault(name, {"name": name, "tasks": 0, "host_tasks": 0, "seconds": 0.0})
+        group["tasks"] += 1
+        group["host_tasks"] += task["ran"]
+        group["seconds"] += task["seconds"]
+    rows = [{**g, "seconds": round(g["seconds"], 3)} for g in groups.values()]
+    return rows if order else sorted(rows, key=lambda g: -g["seconds"])
+
+
 def format_summary(summary):
     """The summary as lines of text for the end of the run."""
     lines = [
-        f"{summary['seconds']:.1f} s in all; {summary['tasks']} tasks ({summary['task_seconds']:.1f} s), "
-        f"{summary['skipped_everywhere']['tasks']} of them skipped on every host "
-        f"({summary['skipped_everywhere']['seconds']:.1f} s); changed {summary['changed']}",
+        f"{summary['seconds']:.1f} s in all; {summary['tasks']} tasks ({summary['task_seconds']:.1f} s); "
+        f"changed {summary['changed']}",
         "kinds of task:",
     ]
     lines += [

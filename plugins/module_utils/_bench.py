@@ -141,9 +141,16 @@ def ratio_rows(results, ratios):
     return rows
 
 
+def _module_tasks(timings):
+    """The "module runs on hosts" kind of a timings callback's figures: ``{tasks, seconds, ...}``."""
+    kinds = (timings or {}).get("kinds", [])
+    return next((k for k in kinds if k["name"] == "module runs on hosts"), {"tasks": 0, "seconds": 0.0})
+
+
 def _floor_per_task(floor):
-    seconds = [t["seconds"] for t in (floor or {}).get("slowest", []) if t.get("ran")]
-    return (statistics.median(seconds), len(seconds)) if seconds else (None, 0)
+    """Seconds per module task of a floor playbook (its tasks are all trivial module tasks), or None."""
+    module = _module_tasks(floor)
+    return (module["seconds"] / module["tasks"], module["tasks"]) if module["tasks"] else (None, 0)
 
 
 def rerun_summary(site, floor=None, budget_seconds=45.0, floor_one_host=None):
@@ -166,11 +173,11 @@ def rerun_summary(site, floor=None, budget_seconds=45.0, floor_one_host=None):
     }
     per_task, measured = _floor_per_task(floor)
     if per_task is not None:
-        module = next((k for k in out["kinds"] if k["name"] == "module runs on hosts"), {"tasks": 0, "seconds": 0})
+        module = _module_tasks(site)
         out["floor"] = {
             "seconds_per_task": per_task,
             "tasks_measured": measured,
-            "hosts": max(t.get("hosts", 0) for t in floor["slowest"]),
+            "hosts": len(floor.get("host_seconds", {})),
             "module_tasks": module["tasks"],
             "module_seconds": module["seconds"],
             "module_tasks_at_floor_seconds": module["tasks"] * per_task,
@@ -199,7 +206,7 @@ def rerun_lines(rerun):
     if floor:
         lines += [
             "",
-            f"Ansible's floor on these {floor['hosts']} hosts: {_fmt(floor['seconds_per_task'])} s per task (median of "
+            f"Ansible's floor on these {floor['hosts']} hosts: {_fmt(floor['seconds_per_task'])} s per task (mean of "
             f"{floor['tasks_measured']} ping tasks on every host). The rerun's {floor['module_tasks']} module tasks "
             f"took {_fmt(floor['module_seconds'], 1)} s; at the floor they would take "
             f"{_fmt(floor['module_tasks_at_floor_seconds'], 1)} s.",

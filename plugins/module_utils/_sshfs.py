@@ -106,6 +106,10 @@ def _option_value(name, value):
     return text
 
 
+#: sshfs options that build_options sets from its own arguments (refused in extra_opts).
+_OWN_OPTIONS = frozenset({"rw", "ro", "direct_io", "auto_cache", "reconnect", "allow_other", "port", "IdentityFile"})
+
+
 def build_options(
     *,
     read_only=True,
@@ -156,16 +160,7 @@ def build_options(
         extra = _option_value("extra_opts item", item).strip()
         if not extra:
             raise SshfsError("extra_opts items must not be empty")
-        if extra.split("=", 1)[0] in {
-            "rw",
-            "ro",
-            "direct_io",
-            "auto_cache",
-            "reconnect",
-            "allow_other",
-            "port",
-            "IdentityFile",
-        }:
+        if extra.split("=", 1)[0] in _OWN_OPTIONS:
             raise SshfsError(f"use the module's own option instead of extra_opts item {extra!r}")
         if extra not in opts:
             opts.append(extra)

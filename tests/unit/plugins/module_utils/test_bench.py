@@ -137,7 +137,7 @@ def test_ratios_and_report(tmp_path):
         assert chart.read_bytes()[:4] == b"\x89PNG"
 
 
-def timings(seconds, changed, kinds, slowest, plays=()):
+def timings(seconds, changed, kinds, slowest, plays=(), hosts=()):
     """Figures shaped like the llamarpc.cluster.timings callback's JSON."""
     return {
         "seconds": seconds,
@@ -146,6 +146,7 @@ def timings(seconds, changed, kinds, slowest, plays=()):
         "kinds": kinds,
         "plays": list(plays),
         "roles": [],
+        "host_seconds": {h: seconds for h in hosts},
         "slowest": slowest,
     }
 
@@ -162,13 +163,17 @@ def test_rerun_summary_against_the_floor():
         [{"name": f"t{i}", "role": "r", "ran": 6, "hosts": 6, "seconds": 20.0 - i} for i in range(12)],
         plays=[{"name": "Workers", "seconds": 90.0}],
     )
+    # Ten ping tasks in 15 s; the callback listed only the three slowest, which the floor must not be taken from.
     floor = timings(
-        10.0,
+        16.0,
         0,
-        [{"name": "module runs on hosts", "tasks": 5, "host_tasks": 30, "seconds": 8.0}],
-        [{"name": f"ping {i}", "ran": 6, "hosts": 6, "seconds": s} for i, s in enumerate([1.0, 1.6, 1.5, 1.5, 1.4])],
+        [{"name": "module runs on hosts", "tasks": 10, "host_tasks": 60, "seconds": 15.0}],
+        [{"name": f"ping {i}", "ran": 6, "hosts": 6, "seconds": s} for i, s in enumerate([2.5, 2.0, 1.9])],
+        hosts=[f"node{i}" for i in range(1, 7)],
     )
-    one_host = timings(5.0, 0, [], [{"name": f"ping {i}", "ran": 1, "hosts": 1, "seconds": 0.5} for i in range(3)])
+    one_host = timings(
+        5.0, 0, [{"name": "module runs on hosts", "tasks": 10, "host_tasks": 10, "seconds": 5.0}], [], hosts=["node1"]
+    )
     rerun = bench.rerun_summary(site, floor, budget_seconds=45, floor_one_host=one_host)
     assert rerun["met"] is False and rerun["changed"] == 0 and len(rerun["slowest"]) == 10
     assert rerun["floor"]["seconds_per_task"] == 1.5 and rerun["floor"]["hosts"] == 6
@@ -176,7 +181,8 @@ def test_rerun_summary_against_the_floor():
     md = "\n".join(bench.rerun_lines(rerun))
     assert "## site.yml no-op rerun: 90.0 s, changed 0, 55 tasks (budget 45 s: missed)" in md
     assert "| module runs on hosts | 40 | 200 | 87.0 |" in md
-    assert "1.50 s per task" in md and "at the floor they would take 60.0 s" in md
+    assert rerun["floor"]["tasks_measured"] == 10
+    assert "1.50 s per task (mean of 10 ping tasks" in md and "at the floor they would take 60.0 s" in md
     assert "| t0 | r | 6/6 | 20.0 |" in md
     # 40 module tasks at 0.5 s, plus the 3.0 s of skipped and controller-only tasks as measured.
     assert rerun["floor"]["separate_machines_estimate_seconds"] == 23.0
