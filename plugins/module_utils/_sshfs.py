@@ -342,17 +342,17 @@ def numbers_to_names(numbers):
     return names
 
 
-def classify_health(*, mount, source, stat_result, proc_states, unit_active):
+def classify_health(*, mount, source, probe_result, proc_states, unit_active):
     """Health of a mount from what was observed; returns (health, detail).
 
     - ``mount``: the mountinfo entry at the path or None; ``source`` the expected source.
-    - ``stat_result``: ``"ok"``, ``"timeout"`` or an error string from the stat in a child process (None if
-      not tried).
+    - ``probe_result``: ``"ok"``, ``"timeout"`` or an error string from the statvfs of the mount point in a child
+      process (None if not tried). A statvfs, because nothing caches it: it reaches sshfs and the server.
     - ``proc_states``: state letters of the sshfs process sampled a few times ([] when there is no process).
     - ``unit_active``: whether the unit's main process runs.
 
-    Health values: ``ok``, ``not_mounted``, ``foreign`` (something else is mounted there), ``hung`` (stat
-    timed out), ``stale`` (stat failed, e.g. transport endpoint not connected), ``stopped`` (sshfs stopped or
+    Health values: ``ok``, ``not_mounted``, ``foreign`` (something else is mounted there), ``hung`` (the probe
+    timed out), ``stale`` (the probe failed, e.g. transport endpoint not connected), ``stopped`` (sshfs stopped or
     dead), ``blocked`` (sshfs in D state in every sample), ``unsupervised`` (mounted but not by the unit).
     """
     if mount is None:
@@ -365,8 +365,8 @@ def classify_health(*, mount, source, stat_result, proc_states, unit_active):
         return "stopped", f"the sshfs process is stopped or dead (state {''.join(proc_states)})"
     if all(s == "D" for s in proc_states):
         return "blocked", "the sshfs process stays in uninterruptible sleep (D)"
-    if stat_result == "timeout":
-        return "hung", "a stat of the mount point did not return in time"
-    if stat_result not in (None, "ok"):
-        return "stale", f"a stat of the mount point failed: {stat_result}"
+    if probe_result == "timeout":
+        return "hung", "a statvfs of the mount point did not return in time"
+    if probe_result not in (None, "ok"):
+        return "stale", f"a statvfs of the mount point failed: {probe_result}"
     return "ok", "mounted and answering"

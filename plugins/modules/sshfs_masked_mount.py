@@ -22,8 +22,10 @@ description:
     cleanly; what is left gets C(SIGKILL) and a lazy unmount."
   - B(Health.) An existing mount is recognised from C(/proc/self/mountinfo) (C(fuse.sshfs), same source). It is
     healthy when the unit's sshfs process is neither stopped nor stuck in C(D) state (C(/proc/PID/stat), wchan)
-    and a stat of the mount point in a child process returns within O(health_timeout). The module never touches
-    the mount point in its own process (a hung FUSE mount blocks every stat forever).
+    and a C(statvfs) of the mount point in a child process returns within O(health_timeout). Unlike a C(stat),
+    which the kernel and sshfs answer from their attribute caches, a C(statvfs) always travels to the serving
+    host (C(statvfs@openssh.com)), so a stopped sshfs and one blocked on a dead or frozen server are both seen.
+    The module never touches the mount point in its own process (a hung FUSE mount blocks every call forever).
   - O(state=mounted) lazily unmounts a hung, stale, unsupervised or foreign mount and mounts again, and reports
     that as changed.
   - It reports whether C(mmap) works on the mount (it does not with O(direct_io)), so a llama.cpp coordinator
@@ -122,7 +124,7 @@ options:
     elements: str
     default: [HUP, TERM, INT, QUIT]
   health_timeout:
-    description: Seconds a stat of the mount point (in a child process) may take before the mount counts as hung.
+    description: Seconds a statvfs of the mount point (in a child process) may take before the mount counts as hung.
     type: float
     default: 5
   mount_timeout:
@@ -261,12 +263,14 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
+from ansible_collections.llamarpc.cluster.plugins.module_utils._bounded import run_bounded
 
 # Run in child processes: anything that touches the mount point may block forever on a hung FUSE mount.
-_STAT_CODE = r"""
+_PROBE_CODE = r"""
 import json, os, sys
 try:
-    os.stat(sys.argv[1])
+    # statvfs, not stat: neither the kernel nor sshfs caches it, so it reaches sshfs and the server every time.
+    os.statvfs(sys.argv[1])
     print(json.dumps({"ok": True}))
 except OSError as err:
     print(json.dumps({"ok": False, "error": "%s (errno %d)" % (err.strerror, err.errno)}))
@@ -311,22 +315,9 @@ print(json.dumps({"bytes": total, "seconds": elapsed}))
 """
 
 
-def run_child(module, argv, timeout):
-    """(returncode, stdout, stderr) of a child, or None when it did not finish in ``timeout`` seconds.
-
-    timeout(1) ends it with SIGKILL: a process waiting on a hung FUSE mount dies of it (the kernel waits for a
-    FUSE answer killably), so the module never blocks on the mount itself.
-    """
-    timeout_bin = module.get_bin_path("timeout", required=True)
-    rc, out, err = module.run_command([timeout_bin, "--signal=KILL", f"{timeout:g}", *argv])
-    if rc in {124, 137}:
-        return None
-    return rc, out, err
-
-
-def python_child(module, code, args, timeout):
+def python_child(code, args, timeout):
     """JSON printed by ``code`` run with the module's Python, or None on timeout."""
-    done = run_child(module, [sys.executable, "-c", code, *args], timeout)
+    done = run_bounded([sys.executable, "-c", code, *args], timeout)
     if done is None:
         return None
     rc, out, err = done
@@ -438,13 +429,13 @@ class Mount:
         mount = self.mount_entry()
         facts = {"pid": pid if active else 0, "unit_state": show}
         states, wchans = self.proc_states(pid) if active else ([], [])
-        stat_result = None
+        probe_result = None
         expected = self.source if self.source is not None else (mount or {}).get("source")
         if mount is not None and mount["fstype"] == "fuse.sshfs" and mount["source"] == expected:
-            probe = python_child(self.module, _STAT_CODE, [self.path], params["health_timeout"])
-            stat_result = "timeout" if probe is None else ("ok" if probe.get("ok") else probe.get("error"))
+            probe = python_child(_PROBE_CODE, [self.path], params["health_timeout"])
+            probe_result = "timeout" if probe is None else ("ok" if probe.get("ok") else probe.get("error"))
         health, detail = _sshfs.classify_health(
-            mount=mount, source=expected, stat_result=stat_result, proc_states=states, unit_active=active
+            mount=mount, source=expected, probe_result=probe_result, proc_states=states, unit_active=active
         )
         if wchans and health == "blocked":
             detail += f" (wchan {', '.join(sorted(set(wchans)))})"
@@ -473,10 +464,10 @@ class Mount:
     def lazy_unmount(self):
         """Detach the mount without touching the (possibly hung) file system; bounded in time."""
         umount = self.module.get_bin_path("umount", required=True)
-        done = run_child(self.module, [umount, "--lazy", "--no-canonicalize", self.path], timeout=15)
+        done = run_bounded([umount, "--lazy", "--no-canonicalize", self.path], timeout=15)
         if done is None or done[0] != 0:
             fusermount = self.module.get_bin_path("fusermount3", required=True)
-            run_child(self.module, [fusermount, "-u", "-z", self.path], timeout=15)
+            run_bounded([fusermount, "-u", "-z", self.path], timeout=15)
         entry = self.mount_entry()
         if entry is not None and entry["fstype"] == "fuse.sshfs":
             self.module.fail_json(msg=f"could not lazily unmount {self.path}", changed=True, actions=self.actions)
@@ -504,13 +495,13 @@ class Mount:
         params = self.module.params
         name = params["read_probe"] or ""
         timeout = max(30.0, params["health_timeout"])
-        mapped = python_child(self.module, _MMAP_CODE, [self.path, name], timeout)
+        mapped = python_child(_MMAP_CODE, [self.path, name], timeout)
         result["mmap_ok"] = None if mapped is None else mapped.get("ok")
         if mapped and mapped.get("error"):
             result["mmap_detail"] = mapped["error"]
         if params["read_probe"]:
             limit = params["read_probe_mb"] * 1000 * 1000
-            read = python_child(self.module, _READ_CODE, [os.path.join(self.path, name), str(limit)], 600)
+            read = python_child(_READ_CODE, [os.path.join(self.path, name), str(limit)], 600)
             if read is None or "bytes" not in read:
                 self.module.fail_json(msg=f"read probe of {name} failed: {read}", **result)
             result["probe_bytes"] = read["bytes"]

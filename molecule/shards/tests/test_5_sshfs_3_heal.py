@@ -2,6 +2,7 @@
 
 import time
 
+import pytest
 from conftest import sha256
 from labtest import lab, wait_for
 from sshfs_lab import (
@@ -16,6 +17,24 @@ from sshfs_lab import (
     sshfs_entry,
     unit_state,
 )
+
+
+def process_state(host, pid):
+    """State letter of ``pid`` (S, D, T, ...) from ps."""
+    return host.check_output(f"ps -o state= -p {int(pid)}").strip()
+
+
+@pytest.fixture(autouse=True)
+def mount_healed_afterwards():
+    """Whatever a test broke (and whether it passed or not), the next test starts from the converged mount: stopped
+    processes continued, sshd running, the mount as the role made it and healthy."""
+    yield
+    client, server = lab(CLIENT), lab(SERVER)
+    client.run("pkill -CONT -x sshfs; true")
+    assert wait_for(lambda: sshd_back(server), timeout=120), "sshd did not come back on the serving host"
+    server.run(f"pkill -CONT -u {EXPORT_USER}; true")
+    result = run_mount(mount_args(), timeout=600)
+    assert result["health"] == "ok" and not result.get("failed"), f"could not restore the mount: {result}"
 
 
 def healthy_again(client):
@@ -62,8 +81,9 @@ def test_sigstop_hang_is_detected_and_healed_by_state_mounted():
     client = lab(CLIENT)
     pid = unit_state(client)["MainPID"]
     client.check_output(f"kill -STOP {pid}")
-    # A stat of the mount point now blocks; only a child with a timeout survives it.
-    assert client.run(f"timeout 3 stat {MOUNT}").rc == 124
+    # Listing the directory now blocks (only a child with a timeout survives it): an opendir always reaches sshfs,
+    # where a stat of the mount point can be answered from the kernel's attribute cache.
+    assert client.run(f"timeout 3 ls {MOUNT}").rc == 124
     check = run_mount(mount_args(), check=True)
     assert check["changed"] and check["health"] in {"stopped", "hung"}, check
     started = time.monotonic()
@@ -77,6 +97,33 @@ def test_sigstop_hang_is_detected_and_healed_by_state_mounted():
     assert result["pid"] != int(pid)
     assert sha256(client, f"{MOUNT}/{BIG}") == sha256(lab(SERVER), f"{EXPORT_DIR}/{BIG}")
     assert not run_mount(mount_args())["changed"]
+
+
+def test_frozen_server_is_reported_hung_and_healed_by_state_mounted():
+    """sshfs blocked on a server that no longer answers: the process sleeps (S), it is not stopped (T), and a stat
+    is still answered from the caches. The module's probe (statvfs, which always travels to the server) reports
+    the mount hung, and state=mounted heals it."""
+    client, server = lab(CLIENT), lab(SERVER)
+    # No keepalive for this mount: with one, ssh drops the frozen connection after 3 x 15 s and sshfs reconnects by
+    # itself, so what the module sees would depend on how long the run takes.
+    args = mount_args(server_alive_interval=0)
+    assert run_mount(args)["health"] == "ok"
+    # Warm the caches: from here a stat of the mount point and of the shard is answered without the server.
+    client.check_output(f"stat {MOUNT} {MOUNT}/{BIG}")
+    frozen = server.check_output(f"pgrep -u {EXPORT_USER}").split()
+    assert frozen, f"no SFTP session of {EXPORT_USER} on {SERVER}"
+    server.check_output(f"kill -STOP {' '.join(frozen)}")
+    pid = unit_state(client)["MainPID"]
+    check = run_mount(args, check=True)
+    assert check["changed"] and check["health"] == "hung", check
+    assert process_state(client, pid) in {"S", "D"}, "sshfs should be waiting on the server, not stopped"
+    result = run_mount(args)
+    print(f"\nfrozen server: health_before={result['health_before']} actions={result['actions']}")
+    assert result["changed"] and result["health_before"] == "hung", result
+    assert any(a.startswith("lazy unmount") for a in result["actions"])
+    assert result["health"] == "ok"
+    assert result["pid"] != int(pid)
+    assert sha256(client, f"{MOUNT}/{BIG}") == sha256(server, f"{EXPORT_DIR}/{BIG}")
 
 
 def test_sshd_stopped_and_restarted_is_healed_by_sshfs_reconnect():
@@ -99,7 +146,8 @@ def test_sshd_down_is_detected_and_healed_by_state_mounted():
     serving host is back (mount_timeout), and reports changed."""
     client, server = lab(CLIENT), lab(SERVER)
     sshd_outage(server, 45)
-    assert wait_for(lambda: client.run(f"timeout 10 stat {MOUNT}").rc not in {0, 124}, timeout=20)
+    # statvfs, not stat: it reaches the server (a stat may be answered from the caches for a while).
+    assert wait_for(lambda: client.run(f"timeout 10 stat -f {MOUNT}").rc not in {0, 124}, timeout=60)
     result = run_mount(mount_args(mount_timeout=120))
     print(f"\nsshd down: health_before={result['health_before']} actions={result['actions']}")
     assert result["changed"], result

@@ -271,7 +271,7 @@ MOUNTED = {"mount_point": "/m", "fstype": "fuse.sshfs", "source": SRC}
 
 
 @pytest.mark.parametrize(
-    ("mount", "stat_result", "states", "active", "health"),
+    ("mount", "probe_result", "states", "active", "health"),
     [
         (None, None, [], False, "not_mounted"),
         ({**MOUNTED, "fstype": "tmpfs"}, None, [], False, "foreign"),
@@ -286,9 +286,9 @@ MOUNTED = {"mount_point": "/m", "fstype": "fuse.sshfs", "source": SRC}
         (MOUNTED, "ok", ["S", "R", "S"], True, "ok"),
     ],
 )
-def test_classify_health(mount, stat_result, states, active, health):
+def test_classify_health(mount, probe_result, states, active, health):
     got, detail = _sshfs.classify_health(
-        mount=mount, source=SRC, stat_result=stat_result, proc_states=states, unit_active=active
+        mount=mount, source=SRC, probe_result=probe_result, proc_states=states, unit_active=active
     )
     assert got == health
     assert detail

@@ -77,8 +77,8 @@ def host(monkeypatch, tmp_path):
             return "Name:\tsshfs\nSigIgn:\t0000000000005007\n"
         return "fuse_dev_do_read\n"
 
-    def python_child(module, code, args, timeout):
-        if code is smm._STAT_CODE:
+    def python_child(code, args, timeout):
+        if code is smm._PROBE_CODE:
             return (
                 None
                 if fake.stat == "timeout"
@@ -88,7 +88,7 @@ def host(monkeypatch, tmp_path):
             return {"ok": fake.mmap_ok}
         return {"bytes": 16_000_000, "seconds": 1.6}
 
-    def run_child(module, argv, timeout):
+    def run_bounded(argv, timeout):
         fake.calls.append(argv)
         fake.mounted = False
         return 0, "", ""
@@ -103,7 +103,7 @@ def host(monkeypatch, tmp_path):
         smm.Mount, "proc_states", lambda self, pid, samples=3: ([fake.proc_state] if read_proc(pid, "stat") else [], [])
     )
     monkeypatch.setattr(smm, "python_child", python_child)
-    monkeypatch.setattr(smm, "run_child", run_child)
+    monkeypatch.setattr(smm, "run_bounded", run_bounded)
     monkeypatch.setattr(smm.time, "sleep", lambda seconds: None)
     fake.unit_dir = tmp_path
     return fake
