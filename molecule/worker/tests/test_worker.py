@@ -9,7 +9,7 @@ import time
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
-from labtest import INVENTORY, REPO, lab
+from labtest import INVENTORY, REPO, lab, wait_for
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
@@ -109,7 +109,11 @@ def test_systemd_brings_a_killed_worker_back():
             break
         time.sleep(1)
     assert after not in (before, "0")
-    assert probe_from(COORDINATOR, [NON_COORDINATORS[-1]])[0]["state"] == "ready"
+    # Type=simple: active before it listens; wait for the HELLO answer rather than probe once.
+    state = wait_for(
+        lambda: (s := probe_from(COORDINATOR, [NON_COORDINATORS[-1]])[0]["state"]) == "ready" and s, timeout=60
+    )
+    assert state == "ready"
 
 
 def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
