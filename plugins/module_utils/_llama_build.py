@@ -19,7 +19,7 @@ import posixpath
 import re
 
 # Bump when the layout of a cache entry or the meaning of the key changes: old entries are then ignored.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: no AMX code (NO_AMX_C_FLAGS, UNSHIPPED_LIBRARIES)
 MANIFEST = "manifest.json"
 
 # The flags from the project notes: RPC backend on, no network features, no UI download.
@@ -44,6 +44,18 @@ PORTABLE_CMAKE_FLAGS = (
 # llama.cpp supports this for these architectures on Linux; elsewhere the baseline build is used.
 CPU_VARIANT_FLAGS = ("-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON")
 CPU_VARIANT_ARCHES = frozenset({"x86_64", "amd64", "aarch64", "arm64", "ppc64le", "s390x", "riscv64"})
+
+# AMX off. This llama.cpp's AMX matmul (ggml-cpu/amx/mmq.cpp) fills a tile configuration on the stack and loads
+# it with _tile_loadconfig, which GCC 12 takes to read 8 bytes only: the stores of the tile sizes are dropped, the
+# tiles stay unconfigured and the first tile instruction faults (#UD: SIGILL, "trap invalid opcode", in
+# tinygemm_kernel_amx). Every llama-server that computes on an AMX CPU with weight repacking on is hit; RPC workers
+# never use the AMX buffer type. A native build would compile it in on an AMX build host (-march=native), so the
+# compiler is told there is no AMX there; x86 only (other compilers reject the flags).
+NO_AMX_C_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+X86_ARCHES = frozenset({"x86_64", "amd64"})
+# The portable build's variant for AMX CPUs: chosen at run time from CPUID alone on any AMX node, and compiled with
+# -mamx-* flags of its own that come after ours. Not shipped: ggml then loads the next-best variant.
+UNSHIPPED_LIBRARIES = frozenset({"libggml-cpu-sapphirerapids.so"})
 
 DEFAULT_TARGETS = ("ggml-rpc-server", "llama-server", "llama-gguf-split")
 RPC_SERVER_NAMES = ("ggml-rpc-server", "rpc-server")
@@ -104,7 +116,10 @@ def default_cmake_flags(arch, cpu="portable"):
     (a lab on the build host itself), and builds much faster.
     """
     if cpu == "native":
-        return list(BASE_CMAKE_FLAGS) + ["-DGGML_NATIVE=ON"] + list(PORTABLE_CMAKE_FLAGS[1:])
+        flags = list(BASE_CMAKE_FLAGS) + ["-DGGML_NATIVE=ON"] + list(PORTABLE_CMAKE_FLAGS[1:])
+        if str(arch).lower() in X86_ARCHES:
+            flags += [f"-DCMAKE_C_FLAGS={NO_AMX_C_FLAGS}", f"-DCMAKE_CXX_FLAGS={NO_AMX_C_FLAGS}"]
+        return flags
     flags = list(BASE_CMAKE_FLAGS) + list(PORTABLE_CMAKE_FLAGS)
     if str(arch).lower() in CPU_VARIANT_ARCHES:
         flags += list(CPU_VARIANT_FLAGS)
@@ -358,6 +373,11 @@ def external_libraries(needed_by_file, bundled):
 def is_shared_library_name(name):
     """True for ``libfoo.so`` and ``libfoo.so.1.2`` style file names."""
     return bool(re.match(r"^lib.+\.so(\.\d+)*$", name))
+
+
+def is_shipped_library(name):
+    """A library of the build tree that goes to the nodes (every one but UNSHIPPED_LIBRARIES)."""
+    return is_shared_library_name(name) and name not in UNSHIPPED_LIBRARIES
 
 
 def file_entry(root, rel):

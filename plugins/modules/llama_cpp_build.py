@@ -340,7 +340,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build impo
     external_libraries,
     file_entry,
     is_safe_member,
-    is_shared_library_name,
+    is_shipped_library,
     load_manifest,
     log_tail,
     normalize_member,
@@ -536,7 +536,7 @@ def stage_binaries(module, build_dir, stage_bin, targets, readelf):
     bin_src = os.path.join(build_dir, "bin")
     if os.path.isdir(bin_src):
         for name in sorted(os.listdir(bin_src)):
-            if is_shared_library_name(name):
+            if is_shipped_library(name):
                 copy_into(os.path.join(bin_src, name), stage_bin)
     # Older trees leave libraries next to their sources: follow DT_NEEDED into the build tree.
     in_tree = {}

@@ -501,3 +501,19 @@ def test_log_tail():
     text = "\n".join(f"line {i}" for i in range(100)) + "\n\n"
     assert lb.log_tail(text, 3) == "line 97\nline 98\nline 99"
     assert lb.log_tail("", 3) == ""
+
+
+def test_native_x86_builds_have_no_amx_and_other_arches_no_x86_flags():
+    flags = lb.default_cmake_flags("x86_64", "native")
+    assert f"-DCMAKE_C_FLAGS={lb.NO_AMX_C_FLAGS}" in flags and f"-DCMAKE_CXX_FLAGS={lb.NO_AMX_C_FLAGS}" in flags
+    assert not any("amx" in f for f in lb.default_cmake_flags("aarch64", "native"))
+    # Portable builds get no such flags (the variants' own -mamx-* would come later and win): the AMX variant is
+    # left out of what ships instead.
+    assert not any("amx" in f for f in lb.default_cmake_flags("x86_64"))
+
+
+def test_the_amx_cpu_variant_is_not_shipped():
+    assert not lb.is_shipped_library("libggml-cpu-sapphirerapids.so")
+    assert lb.is_shipped_library("libggml-cpu-zen4.so")
+    assert lb.is_shipped_library("libggml-base.so")
+    assert not lb.is_shipped_library("README.md")
