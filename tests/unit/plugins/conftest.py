@@ -63,6 +63,10 @@ class RpcTestServer:
             self._thread.join(timeout=10)
         self.sock.close()
 
+    @property
+    def running(self):
+        return self._thread is not None and self._thread.is_alive()
+
     def _serve(self):
         self.sock.settimeout(0.05)
         while not self._stop.is_set():
@@ -192,7 +196,7 @@ class FakeWorker:
 
 @pytest.fixture
 def rpc_server():
-    """Factory started servers, stopped after the test.
+    """Factory started servers, stopped after the test, which fails if a handler raised.
 
     ``rpc_server(major=7, devices=...)`` serves a FakeWorker; ``rpc_server(handler=fn)`` runs
     ``fn(server, conn)`` per connection; ``family``, ``accept`` and ``backlog`` go to RpcTestServer.
@@ -209,6 +213,11 @@ def rpc_server():
     yield start
     for server in servers:
         server.stop()
+    # A handler that raised (a request the probe must never send, a reply it broke off) or a server thread
+    # that would not stop is a failure of the test, not something to swallow.
+    problems = [f"{server.endpoint}: {error}" for server in servers for error in server.errors]
+    problems += [f"{server.endpoint}: the server thread did not stop" for server in servers if server.running]
+    assert not problems, problems
 
 
 @pytest.fixture

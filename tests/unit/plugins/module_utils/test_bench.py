@@ -15,9 +15,13 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _bench as 
 
 
 class FakeLlamaServer(BaseHTTPRequestHandler):
-    """Answers /health (503 until ready_at) and /completion with timings computed from the request."""
+    """Answers /health (503 to the first ``loading_polls`` requests: a model loading, counted in polls rather
+    than seconds so that no outcome depends on the machine's speed) and /completion with timings computed
+    from the request."""
 
-    ready_at = 0.0
+    loading_polls = 3
+    health_polls = 0
+    lock = threading.Lock()
     seen = []
 
     def log_message(self, *args):
@@ -31,7 +35,10 @@ class FakeLlamaServer(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
     def do_GET(self):  # noqa: N802
-        self._send(200 if time.monotonic() >= self.ready_at else 503, {})
+        with self.lock:
+            type(self).health_polls += 1
+            loaded = self.health_polls > self.loading_polls
+        self._send(200 if loaded else 503, {})
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -55,7 +62,7 @@ class FakeLlamaServer(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     FakeLlamaServer.seen = []
-    FakeLlamaServer.ready_at = time.monotonic() + 0.5
+    FakeLlamaServer.health_polls = 0
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeLlamaServer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -72,16 +79,35 @@ def test_prompt_length():
     assert len(bench.prompt_of(5).split()) == 5
 
 
+class FakeClock:
+    """Time that passes only when slept."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
 def test_wait_healthy_times_the_load(server):
-    seconds = bench.wait_healthy(server, 10, interval=0.05)
-    assert 0.4 <= seconds < 5
+    clock = FakeClock()
+    seconds = bench.wait_healthy(server, 10, interval=0.25, clock=clock, sleep=clock.sleep)
+    # Three 503s, a sleep after each, then the 200: the load took exactly three intervals.
+    assert seconds == 0.75
+    assert FakeLlamaServer.health_polls == 4
 
 
 def test_wait_healthy_gives_up_when_the_server_died(server):
     with pytest.raises(RuntimeError, match="exited"):
         bench.wait_healthy(server, 10, is_alive=lambda: False, interval=0.05)
+    assert FakeLlamaServer.health_polls == 1
+    clock = FakeClock()
     with pytest.raises(TimeoutError):
-        bench.wait_healthy("http://127.0.0.1:9", 0.3, interval=0.05)
+        bench.wait_healthy("http://127.0.0.1:9", 1.0, interval=0.25, clock=clock, sleep=clock.sleep)
+    assert clock.now == 1001.0
 
 
 def test_completion_sends_a_greedy_uncached_request(server):

@@ -52,11 +52,25 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _wait_listening(proc, port, seconds=60):
+    """Until the proxy process accepts connections (its start-up takes what the machine's load makes it)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            return
+        except OSError:
+            assert proc.poll() is None, f"the proxy exited with {proc.returncode}"
+            assert time.monotonic() < deadline, f"the proxy did not listen within {seconds} s"
+            time.sleep(0.1)
+
+
 def _round_trip(port, payload=b"x" * 100):
+    """The fastest of ten round trips: load only ever adds time, so the minimum is the figure it spoils least."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         times = []
-        for _i in range(5):
+        for _i in range(10):
             start = time.monotonic()
             conn.sendall(payload)
             got = b""
@@ -64,7 +78,7 @@ def _round_trip(port, payload=b"x" * 100):
                 got += conn.recv(65536)
             times.append(time.monotonic() - start)
             assert got == payload
-        return sorted(times)[len(times) // 2]
+        return min(times)
 
 
 @pytest.mark.parametrize("delay_ms", [20, 60])
@@ -75,18 +89,14 @@ def test_proxy_adds_twice_the_delay_per_round_trip(delay_ms):
         [sys.executable, dp.__file__, "--delay-ms", str(delay_ms), f"{port}={'127.0.0.1'}:{echo}"],
     )
     try:
-        for _i in range(50):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        _wait_listening(proc, port)
         direct = _round_trip(echo)
         proxied = _round_trip(port)
         added = proxied - direct
-        # The machine is shared and loaded: a generous upper bound, a strict lower one (delay cannot be skipped).
+        # A strict lower bound (the delay cannot be skipped) and a sanity upper one, 10 times the delay: the
+        # machine is shared and loaded. The exact timing is DelayLine's, proven above on a fake clock.
         assert added >= 2 * delay_ms / 1000 * 0.95
-        assert added < 2 * delay_ms / 1000 + 0.1
+        assert added < 10 * 2 * delay_ms / 1000
     finally:
         proc.terminate()
         proc.wait(5)
@@ -98,12 +108,7 @@ def test_large_request_response_exchanges_do_not_stall():
     port = _free_port()
     proc = subprocess.Popen([sys.executable, dp.__file__, "--delay-ms", "2", f"{port}=127.0.0.1:{echo}"])
     try:
-        for _i in range(50):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        _wait_listening(proc, port)
         payload = bytes(range(256)) * 4096
         with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
             for _i in range(5):

@@ -61,7 +61,7 @@ def test_a_slow_reader_gets_every_byte(tmp_path):
     path.write_bytes(b"\x5a" * 16_000_000)
     port = free_port()
     thread, outcome, listening = serve_in_thread(path, port, timeout=30)
-    listening.wait(5)
+    assert listening.wait(30)
     received = 0
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
         time.sleep(1)  # both socket buffers fill up meanwhile (a few MB on loopback)
@@ -76,7 +76,7 @@ def test_a_reader_not_allowed_is_disconnected_and_the_server_times_out(payload):
     path = payload[0]
     port = free_port()
     thread, outcome, listening = serve_in_thread(path, port, timeout=1.5, allowed={"10.9.9.9"})
-    listening.wait(5)
+    assert listening.wait(30)
     got = _link.read_stream("127.0.0.1", port, timeout=5)
     thread.join(10)
     assert got["bytes"] == 0

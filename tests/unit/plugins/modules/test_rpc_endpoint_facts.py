@@ -27,12 +27,14 @@ def run(run_module):
     return lambda args, *, check_mode=False: run_module(module, args, check_mode=check_mode)
 
 
-FAST = {"timeout": 0.5, "connect_timeout": 1.0}
+# The scripted workers answer at once: the deadlines only bound a broken test, and leave a loaded machine
+# time to schedule the server thread (a reply late by 0.5 s would read as "busy").
+PROMPT = {"timeout": 5.0, "connect_timeout": 5.0}
 
 
 def test_ready_and_refused_endpoints(rpc_server, closed_port, run):
     server = rpc_server(major=7, devices=((1 << 30, 2 << 30, 64, 1 << 40),))
-    outcome = run({"endpoints": [server.endpoint, f"127.0.0.1:{closed_port}"], **FAST})
+    outcome = run({"endpoints": [server.endpoint, f"127.0.0.1:{closed_port}"], **PROMPT})
     assert not outcome.failed
     result = outcome.result
     assert result["changed"] is False
@@ -73,7 +75,7 @@ def test_ready_and_refused_endpoints(rpc_server, closed_port, run):
 
 def test_check_mode_probes_the_same(rpc_server, run):
     server = rpc_server()
-    outcome = run({"endpoints": [server.endpoint], **FAST}, check_mode=True)
+    outcome = run({"endpoints": [server.endpoint], **PROMPT}, check_mode=True)
     assert not outcome.failed
     assert outcome.result["changed"] is False
     assert outcome.result["ansible_facts"]["rpc_endpoints"][0]["state"] == "ready"
@@ -91,7 +93,7 @@ def test_dict_endpoints_names_and_default_port(rpc_server, run):
                 "127.0.0.1",
             ],
             "default_port": second.port,
-            **FAST,
+            **PROMPT,
         },
     )
     facts = outcome.result["ansible_facts"]["rpc_endpoints"]
@@ -106,13 +108,13 @@ def test_dict_endpoints_names_and_default_port(rpc_server, run):
 def test_comma_separated_string_like_llama_server_rpc_option(rpc_server, run):
     first = rpc_server()
     second = rpc_server()
-    outcome = run({"endpoints": f"{first.endpoint},{second.endpoint}", **FAST})
+    outcome = run({"endpoints": f"{first.endpoint},{second.endpoint}", **PROMPT})
     assert [item["state"] for item in outcome.result["ansible_facts"]["rpc_endpoints"]] == ["ready", "ready"]
 
 
 def test_ipv6_endpoint(rpc_server, run):
     server = rpc_server(family=socket.AF_INET6)
-    outcome = run({"endpoints": [f"[::1]:{server.port}", {"host": "[::1]", "port": server.port}], **FAST})
+    outcome = run({"endpoints": [f"[::1]:{server.port}", {"host": "[::1]", "port": server.port}], **PROMPT})
     facts = outcome.result["ansible_facts"]["rpc_endpoints"]
     assert [(item["endpoint"], item["state"]) for item in facts] == [(f"[::1]:{server.port}", "ready")] * 2
 
@@ -132,7 +134,7 @@ def test_fail_on_fails_with_facts(rpc_server, closed_port, run):
         {
             "endpoints": [server.endpoint, {"host": "127.0.0.1", "port": closed_port, "name": "node9"}],
             "fail_on": ["refused", "timeout"],
-            **FAST,
+            **PROMPT,
         },
     )
     assert outcome.failed
@@ -241,7 +243,7 @@ PLAYBOOK = """
       llamarpc.cluster.rpc_endpoint_facts:
         endpoints: "{{ groups['rpc_workers'] | map('extract', hostvars, 'ansible_host') | list }}"
         default_port: "{{ rpc_port }}"
-        timeout: 1
+        timeout: 10
       register: by_host
 
     - name: Probe with the inventory names as labels
@@ -250,7 +252,7 @@ PLAYBOOK = """
           {{ dict(groups['rpc_workers'] | zip(groups['rpc_workers'] | map('extract', hostvars, 'ansible_host')))
              | dict2items(key_name='name', value_name='host') }}
         default_port: "{{ rpc_port }}"
-        timeout: 1
+        timeout: 10
         fail_on: [busy, refused, timeout, unreachable, incompatible, malformed]
       register: by_name
 
