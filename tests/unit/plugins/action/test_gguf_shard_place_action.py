@@ -59,7 +59,8 @@ def test_a_cache_on_the_model_filesystem_refuses_before_any_download():
 def test_the_cap_is_the_workers_and_the_cached_bytes_the_hosts():
     shared = {"path": CACHE, "same_filesystem": True, "cached": 1 * MB}
     reports = {"node1": report(6 * MB), "node2": report(20 * MB, shared), "node3": report(6 * MB)}
-    _placement, planned = action.ActionModule._plan(SHARDS, reports, request({"node2": {"path": CACHE, "max_size": "4M"}}))
+    small = {"node2": {"path": CACHE, "max_size": "4M"}}
+    _placement, planned = action.ActionModule._plan(SHARDS, reports, request(small))
     assert planned["hosts"]["node2"]["tensor_cache"] == 4 * 1024 * 1024 - 1 * MB
     # A host whose report has a cache the task no longer names (not a candidate's entry): not counted.
     _placement, planned = action.ActionModule._plan(SHARDS, reports, request({}))
