@@ -209,6 +209,10 @@ EXAMPLES = r"""
         model_dir: /data/models/qwen2.5-32b
         coordinator: "{{ groups['coordinator'][0] }}"
         reserve: 2G
+        # The RPC workers' tensor caches: room kept for them wherever they share a disk with /data/models.
+        tensor_caches:
+          node2: {path: /var/cache/llamarpc/rpc-worker, max_size: 20G}
+          node3: {path: /var/cache/llamarpc/rpc-worker, max_size: 20G}
       become: true
 
 - name: Shards served by a local mirror, with checksums
