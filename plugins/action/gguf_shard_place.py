@@ -422,7 +422,8 @@ def _stat_request(shards, cache):
 
 
 def tensor_caches(given, hosts, known=None):
-    """``{host: {"path", "cap" (bytes)}}`` of the O(tensor_caches) entries for ``hosts`` (others are ignored).
+    """``{host: {"path", "cap" (bytes)}}`` of the O(tensor_caches) entries for ``hosts`` (others, and empty entries,
+    are ignored).
 
     Raises AnsibleActionFail for a host not in the inventory (``known``, when given) or a bad path or size.
     """
@@ -430,6 +431,8 @@ def tensor_caches(given, hosts, known=None):
         raise AnsibleActionFail(f"tensor_caches must be a dict of host: {{path, max_size}}, got {given!r}")
     caches = {}
     for name, entry in given.items():
+        if entry == {}:
+            continue  # a host whose worker keeps no cache
         if known is not None and name not in known:
             raise AnsibleActionFail(f"tensor_caches names {name!r}, which is not in the inventory")
         if not isinstance(entry, dict) or set(entry) != {"path", "max_size"}:

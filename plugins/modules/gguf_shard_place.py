@@ -133,7 +133,7 @@ options:
       - When a host's cache and O(model_dir) are on one filesystem (same device; a path not created yet counts
         where its nearest existing parent is), the plan keeps room on that host for the cache to grow to its cap
         (the cap minus the bytes already in C(PATH/rpc)), on top of O(reserve). A cache on another filesystem
-        changes nothing; entries for hosts that are not candidates are ignored.
+        changes nothing; entries for hosts that are not candidates, and empty ones (no cache), are ignored.
     type: dict
     default: {}
   mount_root:

@@ -69,11 +69,12 @@ def test_the_cap_is_the_workers_and_the_cached_bytes_the_hosts():
 
 def test_tensor_caches_option():
     caches = action.tensor_caches(
-        {"node2": {"path": CACHE + "/", "max_size": "1G"}, "node9": {"path": "/c", "max_size": 5}},
+        {"node1": {}, "node2": {"path": CACHE + "/", "max_size": "1G"}, "node9": {"path": "/c", "max_size": 5}},
         ["node1", "node2"],
         known=["node1", "node2", "node9"],
     )
-    assert caches == {"node2": {"path": CACHE, "cap": 1024**3}}  # node9 is not a candidate: ignored
+    # node1's worker keeps no cache ({}), node9 is not a candidate: both ignored.
+    assert caches == {"node2": {"path": CACHE, "cap": 1024**3}}
 
 
 @pytest.mark.parametrize(
