@@ -61,9 +61,9 @@ class ActionModule(ActionBase):
         meet = os.path.join(C.DEFAULT_LOCAL_TMP, f"gguf_shard_place-{self._task._uuid}")
         os.makedirs(meet, exist_ok=True)
         try:
-            request = self._check(args, batch, meeting=True)
+            request = self._check(args, batch, meeting=True, known=task_vars.get("groups", {}).get("all"))
             shards, source_info = self._shared_source(meet, args)
-            report = self._stat(args, shards, task_vars)
+            report = self._stat(args, shards, request["caches"].get(host), task_vars)
         except AnsibleActionFail as exc:
             self._write(meet, f"host-{host}.json", {"error": str(exc)})
             raise
@@ -95,14 +95,11 @@ class ActionModule(ActionBase):
         coordinator = args.get("coordinator") or host
         if coordinator not in candidates:
             candidates.insert(0, coordinator)
-        request = self._check(args, candidates, coordinator=coordinator)
+        request = self._check(args, candidates, coordinator=coordinator, known=known)
         shards, source_info = self._resolve(args)
-        stat_args = {
-            "model_dir": args["model_dir"],
-            "_request": {"phase": "stat", "names": [shard["name"] for shard in shards]},
-        }
         reports = {}
         for name in candidates:
+            stat_args = {"model_dir": args["model_dir"], "_request": _stat_request(shards, request["caches"].get(name))}
             reply = self._on(name, stat_args, task_vars)
             if reply.get("failed") or reply.get("unreachable") or "report" not in reply:
                 raise AnsibleActionFail(f"{name}: could not inspect the model directory: {reply.get('msg', reply)}")
@@ -188,12 +185,20 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _plan(shards, reports, request):
-        hosts_input = {
-            name: {"free": rep["free"], "partial_bytes": rep["partial_bytes"], "complete": rep["complete"]}
-            for name, rep in reports.items()
-        }
+        hosts_input = {}
+        for name, rep in reports.items():
+            hosts_input[name] = {key: rep[key] for key in ("free", "partial_bytes", "complete")}
+            cache = rep.get("tensor_cache")
+            if cache and cache["same_filesystem"] and name in request["caches"]:
+                hosts_input[name]["tensor_cache"] = {
+                    "path": cache["path"],
+                    "cap": request["caches"][name]["cap"],
+                    "cached": cache["cached"],
+                }
         try:
-            planned = shard_plan.plan(shards, hosts_input, request["coordinator"], request["reserve"])
+            planned = shard_plan.plan(
+                shards, hosts_input, request["coordinator"], request["reserve"], request["model_dir"]
+            )
         except shard_plan.PlanError as exc:
             raise AnsibleActionFail(f"nothing was downloaded: {exc}") from None
         return planned["placement"], planned
@@ -266,7 +271,7 @@ class ActionModule(ActionBase):
 
     # -- validation ---------------------------------------------------------------------------------------
 
-    def _check(self, args, batch, coordinator=None, meeting=False):
+    def _check(self, args, batch, coordinator=None, meeting=False, known=None):
         if not os.path.isabs(args["model_dir"]):
             raise AnsibleActionFail(f"model_dir must be an absolute path, got {args['model_dir']!r}")
         sources = [key for key in ("hf_repo", "urls", "files") if args.get(key)]
@@ -299,7 +304,14 @@ class ActionModule(ActionBase):
             reserve = human_to_bytes(args["reserve"]) if str(args["reserve"]).strip() else 0
         except ValueError as exc:
             raise AnsibleActionFail(f"reserve: {exc}") from None
-        return {"coordinator": coordinator, "mounts": mounts, "reserve": reserve}
+        caches = tensor_caches(args.get("tensor_caches") or {}, batch, known)
+        return {
+            "coordinator": coordinator,
+            "mounts": mounts,
+            "reserve": reserve,
+            "caches": caches,
+            "model_dir": args["model_dir"],
+        }
 
     # -- the source, resolved once for all hosts ---------------------------------------------------------
 
@@ -334,13 +346,10 @@ class ActionModule(ActionBase):
             files.append(found)
         return resolve_files(files), {}
 
-    def _stat(self, args, shards, task_vars):
+    def _stat(self, args, shards, cache, task_vars):
         reply = self._execute_module(
             module_name=MODULE,
-            module_args={
-                "model_dir": args["model_dir"],
-                "_request": {"phase": "stat", "names": [shard["name"] for shard in shards]},
-            },
+            module_args={"model_dir": args["model_dir"], "_request": _stat_request(shards, cache)},
             task_vars=task_vars,
         )
         if reply.get("failed") or reply.get("unreachable") or "report" not in reply:
@@ -402,6 +411,44 @@ class ActionModule(ActionBase):
                     "linear strategy, forks >= hosts)"
                 )
             time.sleep(0.2)
+
+
+def _stat_request(shards, cache):
+    """The module's stat request: the shard names, and this host's tensor cache directory if it has one."""
+    request = {"phase": "stat", "names": [shard["name"] for shard in shards]}
+    if cache:
+        request["tensor_cache"] = cache["path"]
+    return request
+
+
+def tensor_caches(given, hosts, known=None):
+    """``{host: {"path", "cap" (bytes)}}`` of the O(tensor_caches) entries for ``hosts`` (others, and empty entries,
+    are ignored).
+
+    Raises AnsibleActionFail for a host not in the inventory (``known``, when given) or a bad path or size.
+    """
+    if not isinstance(given, dict):
+        raise AnsibleActionFail(f"tensor_caches must be a dict of host: {{path, max_size}}, got {given!r}")
+    caches = {}
+    for name, entry in given.items():
+        if entry == {}:
+            continue  # a host whose worker keeps no cache
+        if known is not None and name not in known:
+            raise AnsibleActionFail(f"tensor_caches names {name!r}, which is not in the inventory")
+        if not isinstance(entry, dict) or set(entry) != {"path", "max_size"}:
+            raise AnsibleActionFail(f"tensor_caches[{name}] must be a dict with path and max_size, got {entry!r}")
+        path = entry["path"]
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise AnsibleActionFail(f"tensor_caches[{name}].path must be an absolute path, got {path!r}")
+        try:
+            cap = human_to_bytes(str(entry["max_size"]).strip())
+        except ValueError as exc:
+            raise AnsibleActionFail(f"tensor_caches[{name}].max_size: {exc}") from None
+        if cap < 0:
+            raise AnsibleActionFail(f"tensor_caches[{name}].max_size must not be negative, got {entry['max_size']!r}")
+        if name in hosts:
+            caches[name] = {"path": os.path.normpath(path), "cap": cap}
+    return caches
 
 
 def _describe_now(shards, reports, coordinator):

@@ -68,8 +68,49 @@ def free_bytes(path):
     return stats.f_bavail * stats.f_frsize
 
 
-def inspect(model_dir, names):
-    """What the model directory holds for ``names``: free bytes, partial bytes, complete files, per-name state."""
+def same_filesystem(path, other):
+    """True when ``path`` and ``other`` are on one filesystem (same ``st_dev``).
+
+    A path that does not exist yet (a tensor cache or model directory still to be created) counts as being
+    where its nearest existing parent is: that is where it will be created unless a mount appears there first.
+    """
+    return os.stat(existing_ancestor(path)).st_dev == os.stat(existing_ancestor(other)).st_dev
+
+
+def cached_bytes(directory):
+    """Bytes held in ``directory`` as the RPC worker's cache pruner counts them (0 when it does not exist).
+
+    The sum of ``st_size`` of the regular files directly in it, like ``llamarpc_cache_prune.py`` of the
+    llama_rpc_worker role, whose cap this is measured against. One directory listing: cheap.
+    """
+    total = 0
+    try:
+        scan = os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    with scan:
+        for entry in scan:
+            with contextlib.suppress(FileNotFoundError):  # the pruner may remove a file while we list
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+def inspect_tensor_cache(model_dir, cache_dir):
+    """Where an RPC worker's tensor cache (``LLAMA_CACHE``; tensors in its ``rpc`` directory) is, seen from the
+    model directory: ``{"path", "same_filesystem", "cached"}``; ``cached`` is measured only when the cache
+    shares the model's filesystem (else it is 0: it takes no room from the shards)."""
+    same = same_filesystem(model_dir, cache_dir)
+    return {
+        "path": cache_dir,
+        "same_filesystem": same,
+        "cached": cached_bytes(os.path.join(cache_dir, "rpc")) if same else 0,
+    }
+
+
+def inspect(model_dir, names, tensor_cache=None):
+    """What the model directory holds for ``names``: free bytes, partial bytes, complete files, per-name state;
+    with ``tensor_cache`` (the worker's cache directory) also ``inspect_tensor_cache`` of it."""
     files = {}
     partial_bytes = 0
     complete = {}
@@ -90,13 +131,16 @@ def inspect(model_dir, names):
             entry["partial"] = partial
             partial_bytes += partial
         files[name] = entry
-    return {
+    report = {
         "free": free_bytes(model_dir),
         "partial_bytes": partial_bytes,
         "complete": complete,
         "files": files,
         "exists": os.path.isdir(model_dir),
     }
+    if tensor_cache:
+        report["tensor_cache"] = inspect_tensor_cache(model_dir, tensor_cache)
+    return report
 
 
 def lock_dir(model_dir, wait=10.0):

@@ -18,9 +18,16 @@ Rules, in order (all deterministic, independent of the order the hosts are given
 3. If that leaves a shard without a host, the same first-fit is tried with the largest shards first.
 4. If that fails too, PlanError explains how many bytes are missing on which host.
 
-Usable bytes of a host = free + its partial bytes - reserve (never below zero); only shards still to be
-written count against it (a shard already in place needs no new room, even if the reserve is now tighter).
-A complete copy pinned elsewhere (a redundant copy) is never counted: nothing here deletes a complete shard.
+Usable bytes of a host = free + its partial bytes - reserve - room for its RPC tensor cache (never below
+zero); only shards still to be written count against it (a shard already in place needs no new room, even if
+the reserve is now tighter). A complete copy pinned elsewhere (a redundant copy) is never counted: nothing here
+deletes a complete shard.
+
+The tensor cache: an RPC worker whose tensor cache lives on the model's filesystem writes tensor files there
+as it loads, up to the cap its pruner enforces. The room it may still take is ``cap - cached`` (the bytes already
+cached are already missing from ``free``). That keeps a host's usable bytes the same while its cache fills up (a
+byte cached is a byte less free and a byte less to keep), so a plan does not change because the worker loaded.
+A cache on another filesystem is not given to the planner at all.
 """
 
 from __future__ import annotations
@@ -87,9 +94,17 @@ def pin(shards, hosts, coordinator):
     return pinned
 
 
+def cache_room(host):
+    """Bytes a host's tensor cache on the model filesystem may still take: its cap - what it holds, >= 0."""
+    cache = host.get("tensor_cache")
+    if not cache:
+        return 0
+    return max(0, int(cache["cap"]) - int(cache.get("cached", 0)))
+
+
 def usable_bytes(host, reserve):
-    """Bytes a host can still take for this model: free + its partial downloads - reserve, >= 0."""
-    return max(0, int(host["free"]) + int(host.get("partial_bytes", 0)) - int(reserve))
+    """Bytes a host can still take for this model: free + its partial downloads - reserve - cache room, >= 0."""
+    return max(0, int(host["free"]) + int(host.get("partial_bytes", 0)) - int(reserve) - cache_room(host))
 
 
 def host_order(usable, coordinator):
@@ -98,18 +113,22 @@ def host_order(usable, coordinator):
     return ([coordinator] if coordinator in usable else []) + others
 
 
-def plan(shards, hosts, coordinator, reserve=0):
+def plan(shards, hosts, coordinator, reserve=0, model_dir="the model directory"):
     """Assign every shard to one host.
 
     Args:
         shards: list of ``{"name": str, "size": int}`` in file order (other keys are kept).
-        hosts: ``{name: {"free": int, "partial_bytes": int, "complete": {shard name: size}}}``.
+        hosts: ``{name: {"free": int, "partial_bytes": int, "complete": {shard name: size}, "tensor_cache":
+            {"path": str, "cap": int, "cached": int}}}``; ``tensor_cache`` only for a host whose RPC tensor
+            cache shares the model directory's filesystem.
         coordinator: the preferred host (it must be a key of ``hosts``).
         reserve: bytes to keep free on every host.
+        model_dir: the model directory, for messages.
 
     Returns:
         ``{"placement": [shard dict + "host", in file order], "hosts": {name: {"usable", "assigned",
-        "left"}}, "order": [host names]}``.
+        "left"}}, "order": [host names]}``; a host with a tensor cache also has ``tensor_cache`` (the bytes
+        kept for it).
 
     Raises:
         PlanError: bad input, or the model does not fit (the message says how much is missing where).
@@ -121,6 +140,10 @@ def plan(shards, hosts, coordinator, reserve=0):
     for shard in shards:
         if int(shard["size"]) < 0:
             raise PlanError(f"shard {shard['name']} has a negative size")
+    for name, host in hosts.items():
+        cache = host.get("tensor_cache")
+        if cache and (int(cache["cap"]) < 0 or int(cache.get("cached", 0)) < 0):
+            raise PlanError(f"the tensor cache of {name} has a negative cap or size: {cache}")
     check_split_names([shard["name"] for shard in shards])
 
     pinned = pin(shards, hosts, coordinator)
@@ -131,7 +154,10 @@ def plan(shards, hosts, coordinator, reserve=0):
     if assignment is None:
         assignment = _first_fit(shards, order, usable, pinned, largest_first=True)
     if assignment is None:
-        raise PlanError(_shortage_message(shards, order, usable, pinned))
+        raise PlanError(
+            _cache_message(shards, hosts, coordinator, reserve, model_dir, usable)
+            or _shortage_message(shards, order, usable, pinned, _caches_counted(hosts, order, model_dir))
+        )
 
     assigned = {name: 0 for name in order}
     placement = []
@@ -144,6 +170,9 @@ def plan(shards, hosts, coordinator, reserve=0):
         name: {"usable": usable[name], "assigned": assigned[name], "left": usable[name] - assigned[name]}
         for name in order
     }
+    for name in order:
+        if hosts[name].get("tensor_cache"):
+            summary[name]["tensor_cache"] = cache_room(hosts[name])
     return {"placement": placement, "hosts": summary, "order": order}
 
 
@@ -165,15 +194,64 @@ def _first_fit(shards, order, usable, pinned, *, largest_first):
     return assignment
 
 
-def _shortage_message(shards, order, usable, pinned):
+def _cache_text(host, model_dir):
+    """``20.0 GB tensor cache (PATH, same filesystem as MODEL_DIR)`` for a host with a counted tensor cache."""
+    cache = host["tensor_cache"]
+    cached = int(cache.get("cached", 0))
+    held = f"; {human(cached)} of its {human(int(cache['cap']))} cap already cached" if cached else ""
+    return f"{human(cache_room(host))} tensor cache ({cache['path']}, same filesystem as {model_dir}{held})"
+
+
+def _caches_counted(hosts, order, model_dir):
+    """The clause naming every tensor cache that took room (empty when none did)."""
+    counted = [f"{name}: {_cache_text(hosts[name], model_dir)}" for name in order if cache_room(hosts[name])]
+    if not counted:
+        return ""
+    return (
+        f"; counted on the model filesystem: {'; '.join(counted)} - the RPC worker fills its cache up to that "
+        "cap as it loads; lower the cap or keep the cache on another filesystem"
+    )
+
+
+def _cache_message(shards, hosts, coordinator, reserve, model_dir, usable):
+    """When the model would fit but for the tensor caches: which hosts their caches crowd out, and by how much."""
+    if not any(cache_room(host) for host in hosts.values()):
+        return None
+    without = {name: {**host, "tensor_cache": None} for name, host in hosts.items()}
+    try:
+        alone = plan(shards, without, coordinator, reserve, model_dir)
+    except PlanError:
+        return None  # the model does not fit even without the caches: the usual message, caches named
+    lines = []
+    for name in alone["order"]:
+        host = hosts[name]
+        needed = alone["hosts"][name]["assigned"]
+        if needed and cache_room(host) and needed > usable[name]:
+            free = int(host["free"]) + int(host.get("partial_bytes", 0))
+            partial = " (with partial downloads of this model)" if int(host.get("partial_bytes", 0)) else ""
+            lines.append(
+                f"{name}: needs {human(needed)} for shards + {human(int(reserve))} reserve + "
+                f"{_cache_text(host, model_dir)}; has {human(free)} free{partial}"
+            )
+    if not lines:
+        return None  # first-fit found another way without the caches; the usual message names them
+    return (
+        "the model does not fit once the RPC tensor caches on the model filesystem are counted (a worker fills "
+        f"its cache up to the cap as it loads): {'; '.join(lines)} - free space there, add a host, lower the "
+        "tensor cache cap or keep the cache on another filesystem"
+    )
+
+
+def _shortage_message(shards, order, usable, pinned, caches=""):
     total = sum(int(shard["size"]) for shard in shards if shard["name"] not in pinned)
     capacity = sum(usable.values())
     per_host = ", ".join(f"{name} {human(usable[name])}" for name in order)
+    after = "after the reserve and the tensor caches" if caches else "after the reserve"
     if total > capacity:
         return (
             f"the model does not fit: {len(shards)} shards need {human(total)} ({total} bytes), the candidate "
-            f"hosts can take {human(capacity)} after the reserve ({per_host}); {human(total - capacity)} "
-            f"({total - capacity} bytes) missing - free space on a host or add a host"
+            f"hosts can take {human(capacity)} {after} ({per_host}); {human(total - capacity)} "
+            f"({total - capacity} bytes) missing - free space on a host or add a host{caches}"
         )
     # Enough bytes in total but not in one piece: say which shard fits nowhere and by how much it misses.
     left = dict(usable)
@@ -183,5 +261,5 @@ def _shortage_message(shards, order, usable, pinned):
     return (
         f"the model does not fit: {human(total)} in {len(shards)} shards would fit in the {human(capacity)} "
         f"the hosts can take in total, but not shard by shard: {biggest['name']} ({human(size)}) fits on no "
-        f"host after the others ({short})"
+        f"host after the others ({short}){caches}"
     )

@@ -20,8 +20,9 @@ description:
     metadata, from O(urls), or by hashing O(files)); every candidate host reports the free bytes at its
     O(model_dir) (statvfs) and what it already holds. Shards already complete on a host stay there; the others
     go first-fit in file order onto the coordinator first, then onto the other hosts by usable bytes (ties by
-    name), keeping O(reserve) free on each. The plan is deterministic. When the model does not fit, every host
-    fails before anything is downloaded, with the bytes missing and the usable bytes per host.
+    name), keeping O(reserve) free on each, plus room for an RPC tensor cache on the same filesystem
+    (O(tensor_caches)). The plan is deterministic. When the model does not fit, every host fails before anything
+    is downloaded, with the bytes missing and the usable bytes per host (and the tensor caches that took room).
   - B(Fetch.) Each host downloads its own shards directly (no hop through the controller; a file from the
     controller is copied to its host). Bytes go into C(NAME.partial) with a sidecar C(NAME.partial.json)
     recording the expected size, sha256 and ETag; an interrupted download - even a killed process or play -
@@ -124,6 +125,17 @@ options:
         C(2G)).
     type: str
     default: 1G
+  tensor_caches:
+    description:
+      - Per host (inventory name), the llama.cpp RPC tensor cache of the worker there, a dict with C(path) (its
+        C(LLAMA_CACHE) directory, absolute; tensors go into its C(rpc) sub-directory) and C(max_size) (the cap
+        its pruner enforces, bytes or with a unit such as C(20G)).
+      - When a host's cache and O(model_dir) are on one filesystem (same device; a path not created yet counts
+        where its nearest existing parent is), the plan keeps room on that host for the cache to grow to its cap
+        (the cap minus the bytes already in C(PATH/rpc)), on top of O(reserve). A cache on another filesystem
+        changes nothing; entries for hosts that are not candidates, and empty ones (no cache), are ignored.
+    type: dict
+    default: {}
   mount_root:
     description:
       - The coordinator sees host H's model directory at O(mount_root)C(/H) unless O(mount_paths) says otherwise.
@@ -197,6 +209,10 @@ EXAMPLES = r"""
         model_dir: /data/models/qwen2.5-32b
         coordinator: "{{ groups['coordinator'][0] }}"
         reserve: 2G
+        # The RPC workers' tensor caches: room kept for them wherever they share a disk with /data/models.
+        tensor_caches:
+          node2: {path: /var/cache/llamarpc/rpc-worker, max_size: 20G}
+          node3: {path: /var/cache/llamarpc/rpc-worker, max_size: 20G}
       become: true
 
 - name: Shards served by a local mirror, with checksums
@@ -246,11 +262,15 @@ plan:
     - {name: m-00002-of-00002.gguf, size: 3791290336, sha256: 60303a..., host: node2,
        path: /data/models/m/m-00002-of-00002.gguf}
 hosts:
-  description: Per candidate host, the usable bytes (free + partials + its kept shards - reserve), the bytes
-    assigned and the bytes left.
+  description:
+    - Per candidate host, the usable bytes (free + partials - reserve - tensor cache room), the bytes assigned
+      and the bytes left.
+    - C(tensor_cache) (bytes kept for the RPC tensor cache to grow to its cap) only on hosts whose cache shares
+      the model filesystem.
   returned: always
   type: dict
-  sample: {node1: {usable: 19000000000, assigned: 15000000000, left: 4000000000}}
+  sample: {node1: {usable: 19000000000, assigned: 15000000000, left: 4000000000},
+           node2: {usable: 2000000000, assigned: 0, left: 2000000000, tensor_cache: 21474836480}}
 assigned:
   description: Names of the shards placed on this host.
   returned: always
@@ -344,6 +364,7 @@ TASK_OPTIONS = {
     },
     "files": {"type": "list", "elements": "path"},
     "reserve": {"type": "str", "default": "1G"},
+    "tensor_caches": {"type": "dict", "default": {}},
     "mount_root": {"type": "path", "default": "/mnt/llamarpc"},
     "mount_paths": {"type": "dict", "default": {}},
     "link": {"type": "bool", "default": True},
@@ -355,11 +376,12 @@ TASK_OPTIONS = {
 }
 
 # The one internal option: what the action plugin asks this host to do. ``phase`` ``stat`` reports the model
-# directory for ``names``; ``apply`` fetches/verifies ``shards``, removes the partials in ``drop`` and creates
-# ``links``. ``_headers`` go with every request to the source's origin: secret (they may hold a token), and
-# apart so that no_log masks only them (it masks every string of a no_log value wherever it appears).
+# directory for ``names`` (and the filesystem and size of this host's ``tensor_cache`` directory); ``apply``
+# fetches/verifies ``shards``, removes the partials in ``drop`` and creates ``links``. ``_headers`` go with every
+# request to the source's origin: secret (they may hold a token), and apart so that no_log masks only them (it
+# masks every string of a no_log value wherever it appears).
 HIDDEN_OPTIONS = {"_request": {"type": "dict"}, "_headers": {"type": "dict", "no_log": True}}
-REQUEST_DEFAULTS = {"phase": "stat", "names": [], "shards": [], "links": {}, "drop": []}
+REQUEST_DEFAULTS = {"phase": "stat", "names": [], "tensor_cache": None, "shards": [], "links": {}, "drop": []}
 
 
 def apply(module, params):
@@ -512,7 +534,7 @@ def main():
         module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")
     if params["_phase"] == "stat":
         try:
-            report = sf.inspect(model_dir, params["_names"])
+            report = sf.inspect(model_dir, params["_names"], params["_tensor_cache"])
         except OSError as exc:
             module.fail_json(msg=f"cannot inspect {model_dir}: {exc}")
         module.exit_json(changed=False, report=report)

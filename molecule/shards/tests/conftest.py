@@ -52,10 +52,10 @@ def urls():
     return [{"url": f"{base}/{entry['name']}", "sha256": entry["sha256"]} for entry in FILES]
 
 
-def place_command(*extra, urls_source=False, model_dir=None, tmp_path=None):
+def place_command(*extra, urls_source=False, model_dir=None, tmp_path=None, extra_vars=None):
     """The ansible-playbook command line of place.yml (the role from a play on the coordinator)."""
     cmd = [str(BIN / "ansible-playbook"), "-i", INVENTORY, str(SCENARIO / "place.yml"), *extra]
-    extra_vars = {}
+    extra_vars = dict(extra_vars or {})
     if urls_source:
         extra_vars["shards_urls"] = urls()
     if model_dir:

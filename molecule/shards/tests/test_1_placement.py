@@ -8,6 +8,8 @@ from conftest import (
     HOSTS,
     MODEL_DIR,
     MOUNT_ROOT,
+    PORT,
+    controller_address,
     place,
     recap_changed,
     sha256,
@@ -82,3 +84,53 @@ def test_a_model_that_does_not_fit_fails_before_any_download(tmp_path):
     assert "missing" in done.stdout
     for host in HOSTS:
         assert not lab(host).file(other).exists, host
+
+
+def test_a_tensor_cache_on_the_model_disk_is_counted_before_any_download(tmp_path):
+    """Issue #17 item 5. A one-file model (shard 2's bytes, 3.2 MB) fits on node2's /data (about 4.7 MB free after
+    converge) but not beside a 1G RPC tensor cache on that same disk: refused before any download, the cache named.
+    The same cache on /var/cache (the overlay root, another filesystem: the lab's layout) changes nothing."""
+    other = "/data/models/cache-test"
+    source = FILES[1]
+    single = [
+        {
+            "url": f"http://{controller_address()}:{PORT}/{source['name']}",
+            "sha256": source["sha256"],
+            "size": source["size"],
+            "name": "cache-test.gguf",
+        }
+    ]
+    workers = ("node2", "node3")
+    plan_only = ("--tags", "preflight,place,facts")
+    try:
+        # Separate filesystems: the plan is the one without any cache (checked in check mode: nothing is written).
+        elsewhere = {host: {"path": "/var/cache/llamarpc/rpc-worker", "max_size": "1G"} for host in workers}
+        result, done = place(
+            "--check",
+            *plan_only,
+            model_dir=other,
+            tmp_path=tmp_path,
+            extra_vars={"shards_urls": single, "llama_model_tensor_caches": elsewhere},
+        )
+        assert [(entry["name"], entry["host"]) for entry in result["place"]["plan"]] == [("cache-test.gguf", "node2")]
+        assert all("tensor_cache" not in entry for entry in result["place"]["hosts"].values())
+        # The cache on /data (its directory does not exist yet: /data, its nearest existing parent, decides).
+        on_data = {host: {"path": "/data/llamarpc-cache/rpc-worker", "max_size": "1G"} for host in workers}
+        _result, done = place(
+            *plan_only,
+            model_dir=other,
+            tmp_path=tmp_path,
+            expect_ok=False,
+            extra_vars={"shards_urls": single, "llama_model_tensor_caches": on_data},
+        )
+        assert done.returncode != 0
+        output = " ".join((done.stdout + done.stderr).split())  # the callback wraps long messages
+        assert "nothing was downloaded" in output
+        assert f"node2: needs {source['size'] / 1e6:.1f} MB for shards" in output, output[-3000:]
+        assert "tensor cache (/data/llamarpc-cache/rpc-worker, same filesystem as /data/models/cache-test)" in output
+        for host in HOSTS:
+            assert not lab(host).file(other).exists, host
+            assert not lab(host).file("/data/llamarpc-cache").exists, host
+    finally:
+        for host in HOSTS:
+            lab(host).run(f"rm -rf {other} /data/llamarpc-cache")

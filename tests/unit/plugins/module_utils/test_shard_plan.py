@@ -90,6 +90,80 @@ def test_partial_bytes_count_as_usable():
     assert hosts_of_plan(sp.plan(shards_of(50), hosts, "a")) == ["a"]
 
 
+# -- the RPC tensor cache on the model filesystem -----------------------------------------------------------
+
+CACHE = "/var/cache/llamarpc/rpc-worker"
+MODEL_DIR = "/data/models/model"
+
+
+def with_cache(hosts, name, cap, cached=0):
+    hosts[name]["tensor_cache"] = {"path": CACHE, "cap": cap, "cached": cached}
+    return hosts
+
+
+def test_a_cache_on_the_model_filesystem_is_refused_with_the_cache_named():
+    """node3 would hold the shard but for its 20 GB tensor cache on the same disk: refused, the cache named."""
+    hosts = with_cache(hosts_of(node1=1 * GB, node3=30 * GB), "node3", cap=20 * GB)
+    with pytest.raises(sp.PlanError) as caught:
+        sp.plan(shards_of(15 * GB), hosts, "node1", reserve=GB, model_dir=MODEL_DIR)
+    message = str(caught.value)
+    assert "tensor cache" in message
+    assert (
+        f"node3: needs 15.0 GB for shards + 1.0 GB reserve + 20.0 GB tensor cache ({CACHE}, same filesystem as "
+        f"{MODEL_DIR}); has 30.0 GB free"
+    ) in message
+    assert "node1" not in message.split("counted")[1]  # only the host the cache crowds out is named
+
+
+def test_separate_filesystems_keep_the_plan():
+    """A cache on another filesystem is not given to the planner: the same plan as before, byte for byte."""
+    shards = shards_of(*[int(3.8 * GB)] * 5)
+    hosts = hosts_of(node1=13 * GB, node2=20 * GB, node3=30 * GB)
+    before = sp.plan(shards, hosts, "node1", reserve=GB)
+    hosts["node3"]["tensor_cache"] = None  # what the action plugin passes for a cache on another filesystem
+    assert sp.plan(shards, hosts, "node1", reserve=GB, model_dir=MODEL_DIR) == before
+    assert "tensor_cache" not in before["hosts"]["node3"]
+
+
+def test_a_cache_moves_shards_to_hosts_with_room():
+    shards = shards_of(*[int(3.8 * GB)] * 5)
+    hosts = with_cache(hosts_of(node1=13 * GB, node2=20 * GB, node3=30 * GB), "node3", cap=20 * GB)
+    result = sp.plan(shards, hosts, "node1", reserve=GB)
+    assert hosts_of_plan(result) == ["node1", "node1", "node1", "node2", "node2"]
+    assert result["hosts"]["node3"] == {"usable": 9 * GB, "assigned": 0, "left": 9 * GB, "tensor_cache": 20 * GB}
+
+
+def test_bytes_already_cached_are_not_counted_twice():
+    """The cached bytes are missing from free already: only the rest of the cap is kept, so a cache filling up
+    leaves the host's usable bytes (and the plan) as they were."""
+    empty = with_cache(hosts_of(a=30 * GB), "a", cap=20 * GB, cached=0)
+    full = with_cache(hosts_of(a=22 * GB), "a", cap=20 * GB, cached=8 * GB)
+    assert sp.usable_bytes(empty["a"], GB) == sp.usable_bytes(full["a"], GB) == 9 * GB
+    over = with_cache(hosts_of(a=30 * GB), "a", cap=20 * GB, cached=25 * GB)  # the pruner has not run yet
+    assert sp.cache_room(over["a"]) == 0
+
+
+def test_a_model_too_big_even_without_the_cache_names_the_cache_too():
+    hosts = with_cache(hosts_of(a=10 * GB, b=10 * GB), "b", cap=5 * GB, cached=1 * GB)
+    with pytest.raises(sp.PlanError) as caught:
+        sp.plan(shards_of(30 * GB), hosts, "a", model_dir=MODEL_DIR)
+    message = str(caught.value)
+    assert "after the reserve and the tensor caches (a 10.0 GB, b 6.0 GB)" in message
+    assert f"b: 4.0 GB tensor cache ({CACHE}, same filesystem as {MODEL_DIR}; 1.0 GB of its 5.0 GB cap" in message
+
+
+def test_shards_in_place_need_no_room_for_the_cache():
+    """A rerun after the cache is counted (or has grown) never moves or refuses shards that are complete."""
+    hosts = with_cache(hosts_of(a=0), "a", cap=20 * GB)
+    hosts["a"]["complete"] = {"m-00001-of-00001.gguf": 50}
+    assert hosts_of_plan(sp.plan(shards_of(50), hosts, "a", reserve=GB)) == ["a"]
+
+
+def test_negative_cache_is_refused():
+    with pytest.raises(sp.PlanError, match="negative cap"):
+        sp.plan(shards_of(1), with_cache(hosts_of(a=10), "a", cap=-1), "a")
+
+
 @pytest.mark.parametrize(
     ("names", "message"),
     [
@@ -158,6 +232,34 @@ def test_plan_properties(sizes, free, reserve, data):
     names.reverse()
     shuffled = {name: hosts[name] for name in names}
     assert sp.plan(shards, shuffled, coordinator, reserve) == result
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=sizes_st,
+    free=free_st,
+    caps=st.dictionaries(st.sampled_from(["n1", "n2", "n3", "n4", "n5"]), st.integers(min_value=0, max_value=20_000)),
+    reserve=st.integers(min_value=0, max_value=2_000),
+)
+def test_caches_only_take_room(sizes, free, caps, reserve):
+    """With tensor caches, no host gets more than free - reserve - cache room; with empty caps the plan is the same."""
+    shards = shards_of(*sizes)
+    hosts = hosts_of(**free)
+    coordinator = sorted(hosts)[0]
+    for name, cap in caps.items():
+        if name in hosts:
+            with_cache(hosts, name, cap)
+    try:
+        result = sp.plan(shards, hosts, coordinator, reserve)
+    except sp.PlanError as exc:
+        assert "does not fit" in str(exc)
+        return
+    for name, host in hosts.items():
+        placed = sum(entry["size"] for entry in result["placement"] if entry["host"] == name)
+        assert placed <= max(0, host["free"] - reserve - caps.get(name, 0))
+    zero = {name: {**host, "tensor_cache": {"path": CACHE, "cap": 0, "cached": 0}} for name, host in hosts.items()}
+    plain = sp.plan(shards, hosts_of(**free), coordinator, reserve)
+    assert hosts_of_plan(sp.plan(shards, zero, coordinator, reserve)) == hosts_of_plan(plain)
 
 
 @settings(max_examples=200, deadline=None)

@@ -112,6 +112,18 @@ def test_stat_reports_free_space_and_files(run_module, tmp_path):
     assert missing.result["report"]["exists"] is False and missing.result["report"]["free"] > 0
 
 
+def test_stat_reports_the_tensor_cache_on_the_model_filesystem(run_module, tmp_path):
+    (tmp_path / "models").mkdir()
+    rpc = tmp_path / "cache/rpc"
+    rpc.mkdir(parents=True)
+    (rpc / "0123456789abcdef").write_bytes(b"t" * 40)
+    args = {"model_dir": str(tmp_path / "models"), "_request": {"names": [NAME], "tensor_cache": str(rpc.parent)}}
+    report = run_module(gguf_shard_place, args).result["report"]
+    assert report["tensor_cache"] == {"path": str(rpc.parent), "same_filesystem": True, "cached": 40}
+    plain = run_module(gguf_shard_place, {"model_dir": str(tmp_path / "models"), "_request": {"names": [NAME]}})
+    assert "tensor_cache" not in plain.result["report"]
+
+
 def test_relative_model_dir_is_refused(run_module):
     outcome = run_module(gguf_shard_place, {"model_dir": "models", "_request": {"names": [NAME]}})
     assert outcome.failed and "absolute path" in outcome.result["msg"]

@@ -1,0 +1,92 @@
+"""gguf_shard_place, controller side: the tensor_caches option and planning from the hosts' reports."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.llamarpc.cluster.plugins.action import gguf_shard_place as action
+
+MB = 1000**2
+CACHE = "/var/cache/llamarpc/rpc-worker"
+MODEL_DIR = "/data/models/model"
+SHARDS = [
+    {"name": f"m-0000{i}-of-00003.gguf", "size": size, "sha256": "0" * 64}
+    for i, size in enumerate((5 * MB, 3 * MB, 5 * MB), 1)
+]
+
+
+def report(free, cache=None):
+    rep = {"free": free, "partial_bytes": 0, "complete": {}, "files": {}, "exists": False}
+    if cache is not None:
+        rep["tensor_cache"] = cache
+    return rep
+
+
+def request(caches):
+    return {
+        "coordinator": "node1",
+        "mounts": {},
+        "reserve": 512 * 1024,
+        "caches": action.tensor_caches(caches, ["node1", "node2", "node3"]),
+        "model_dir": MODEL_DIR,
+    }
+
+
+CAPS = {name: {"path": CACHE, "max_size": "20G"} for name in ("node2", "node3")}
+
+
+def test_caches_on_other_filesystems_keep_the_plan():
+    """The molecule shards lab's shape: /data on its own disk, the cache elsewhere: nothing changes."""
+    elsewhere = {"path": CACHE, "same_filesystem": False, "cached": 0}
+    reports = {"node1": report(6 * MB), "node2": report(8 * MB, elsewhere), "node3": report(6 * MB, elsewhere)}
+    placement, planned = action.ActionModule._plan(SHARDS, reports, request(CAPS))
+    plain = {name: report(rep["free"]) for name, rep in reports.items()}
+    assert (placement, planned) == action.ActionModule._plan(SHARDS, plain, request({}))
+    assert [shard["host"] for shard in placement] == ["node1", "node2", "node3"]
+
+
+def test_a_cache_on_the_model_filesystem_refuses_before_any_download():
+    shared = {"path": CACHE, "same_filesystem": True, "cached": 0}
+    reports = {"node1": report(6 * MB), "node2": report(8 * MB, shared), "node3": report(6 * MB, shared)}
+    with pytest.raises(AnsibleActionFail) as caught:
+        action.ActionModule._plan(SHARDS, reports, request(CAPS))
+    message = str(caught.value)
+    assert message.startswith("nothing was downloaded: ")
+    assert f"tensor cache ({CACHE}, same filesystem as {MODEL_DIR})" in message
+
+
+def test_the_cap_is_the_workers_and_the_cached_bytes_the_hosts():
+    shared = {"path": CACHE, "same_filesystem": True, "cached": 1 * MB}
+    reports = {"node1": report(6 * MB), "node2": report(20 * MB, shared), "node3": report(6 * MB)}
+    small = {"node2": {"path": CACHE, "max_size": "4M"}}
+    _placement, planned = action.ActionModule._plan(SHARDS, reports, request(small))
+    assert planned["hosts"]["node2"]["tensor_cache"] == 4 * 1024 * 1024 - 1 * MB
+    # A host whose report has a cache the task no longer names (not a candidate's entry): not counted.
+    _placement, planned = action.ActionModule._plan(SHARDS, reports, request({}))
+    assert "tensor_cache" not in planned["hosts"]["node2"]
+
+
+def test_tensor_caches_option():
+    caches = action.tensor_caches(
+        {"node1": {}, "node2": {"path": CACHE + "/", "max_size": "1G"}, "node9": {"path": "/c", "max_size": 5}},
+        ["node1", "node2"],
+        known=["node1", "node2", "node9"],
+    )
+    # node1's worker keeps no cache ({}), node9 is not a candidate: both ignored.
+    assert caches == {"node2": {"path": CACHE, "cap": 1024**3}}
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"ghost": {"path": CACHE, "max_size": "1G"}}, "not in the inventory"),
+        ({"node1": {"path": "var/cache", "max_size": "1G"}}, "absolute path"),
+        ({"node1": {"path": CACHE, "max_size": "lots"}}, "max_size"),
+        ({"node1": {"path": CACHE}}, "path and max_size"),
+        (["node1"], "must be a dict"),
+    ],
+)
+def test_bad_tensor_caches(given, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        action.tensor_caches(given, ["node1"], known=["node1"])
