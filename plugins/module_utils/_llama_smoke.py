@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 import time
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import open_url
 
 PROMPT = "The capital of France is"
 
@@ -54,7 +55,7 @@ def describe_exit(code):
 
 def _get(url, timeout):
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - loopback URL built here
+        with open_url(url, timeout=timeout, use_proxy=False) as reply:
             return reply.status
     except urllib.error.HTTPError as err:
         return err.code
@@ -63,10 +64,9 @@ def _get(url, timeout):
 
 
 def _post(url, body, timeout):
-    request = urllib.request.Request(  # noqa: S310 - loopback URL built here
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310
+    headers = {"Content-Type": "application/json"}
+    data = json.dumps(body).encode()
+    with open_url(url, data=data, headers=headers, method="POST", timeout=timeout, use_proxy=False) as reply:
         return json.loads(reply.read().decode("utf-8"))
 
 
