@@ -43,8 +43,8 @@ def unknown_variables(names, known, prefixes=PREFIXES):
     prefixes = tuple(prefixes)
     candidates = sorted(known)
     messages = []
-    for name in sorted(set(names)):
-        if not isinstance(name, str) or not name.startswith(prefixes) or name in known:
+    for name in sorted({name for name in names if isinstance(name, str)}):
+        if not name.startswith(prefixes) or name in known:
             continue
         close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
         if close:
@@ -70,7 +70,7 @@ def port_clashes(hosts):
         for port in sorted(users):
             if len(users[port]) > 1:
                 who = " and ".join(f"{entry['service']} ({entry['variable']})" for entry in users[port])
-                messages.append(f"{host}: port {port} is used by both {who}: give one of them another port")
+                messages.append(f"{host}: port {port} is used by {who}: each needs a port of its own")
     return messages
 
 
@@ -89,8 +89,8 @@ def model_source_errors(variables, unknown=()):
         )
     elif len(given) > 1:
         errors.append(
-            f"{' and '.join(given)} are all set: set exactly one model source (llama_model_hf_repo with "
-            "llama_model_hf_pattern, llama_model_urls or llama_model_files)"
+            f"{' and '.join(given)} are {'both' if len(given) == 2 else 'all'} set: set exactly one model source "
+            "(llama_model_hf_repo with llama_model_hf_pattern, llama_model_urls or llama_model_files)"
         )
     repo = variables.get("llama_model_hf_repo")
     if repo and not variables.get("llama_model_hf_pattern") and "llama_model_hf_pattern" not in unknown:
@@ -172,7 +172,8 @@ def wireguard_errors(variables):
 
 def format_problems(host, problems):
     """The one failure message of a host."""
-    lines = [f"{host}: the preflight found {len(problems)} problem(s); nothing has changed anywhere:"]
+    count = f"{len(problems)} problem" if len(problems) == 1 else f"{len(problems)} problems"
+    lines = [f"{host}: the preflight found {count}; nothing has changed anywhere:"]
     lines.extend(f"- {problem}" for problem in problems)
     return "\n".join(lines)
 

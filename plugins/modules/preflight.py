@@ -115,8 +115,8 @@ problems:
   elements: str
   sample:
     - "unknown variable `llamarpc_mesh_provder`: did you mean `llamarpc_mesh_provider`?"
-    - "node1: port 8080 is used by both llama-server (llama_coordinator_port) and Open WebUI (open_webui_port): give
-      one of them another port"
+    - "node1: port 8080 is used by llama-server (llama_coordinator_port) and Open WebUI (open_webui_port): each needs
+      a port of its own"
 roles:
   description: The roles whose arguments were validated on this host.
   returned: always
