@@ -90,7 +90,9 @@ def test_distinct_ports_and_values_that_are_not_ports_do_not_clash():
 
 def test_three_services_on_one_port():
     hosts = {"h": [service("a", "a_port", 1), service("b", "b_port", 1), service("c", "c_port", 1)]}
-    assert pf.port_clashes(hosts) == ["h: port 1 is used by a (a_port) and b (b_port) and c (c_port): each needs a port of its own"]
+    assert pf.port_clashes(hosts) == [
+        "h: port 1 is used by a (a_port) and b (b_port) and c (c_port): each needs a port of its own"
+    ]
 
 
 # -- model source --------------------------------------------------------------------------------------------------
@@ -118,7 +120,9 @@ def test_no_source():
 
 
 def test_two_sources():
-    errors = pf.model_source_errors({**EMPTY_MODEL, "llama_model_files": ["/m.gguf"], "llama_model_urls": [{"url": "u"}]})
+    errors = pf.model_source_errors(
+        {**EMPTY_MODEL, "llama_model_files": ["/m.gguf"], "llama_model_urls": [{"url": "u"}]}
+    )
     assert errors == [
         "llama_model_urls and llama_model_files are both set: set exactly one model source (llama_model_hf_repo "
         "with llama_model_hf_pattern, llama_model_urls or llama_model_files)"
@@ -126,7 +130,12 @@ def test_two_sources():
 
 
 def test_three_sources():
-    variables = {"llama_model_hf_repo": "o/r", "llama_model_hf_pattern": "*", "llama_model_urls": [1], "llama_model_files": [2]}
+    variables = {
+        "llama_model_hf_repo": "o/r",
+        "llama_model_hf_pattern": "*",
+        "llama_model_urls": [1],
+        "llama_model_files": [2],
+    }
     assert pf.model_source_errors(variables)[0].startswith(
         "llama_model_hf_repo and llama_model_urls and llama_model_files are all set"
     )
@@ -167,7 +176,9 @@ def test_provider_none_with_an_ipv4_ansible_host_passes():
 
 def test_an_unknown_provider():
     errors = pf.mesh_errors("node1", mesh("zerotier", ansible_host="10.213.0.11"))
-    assert errors == ["unknown mesh provider 'zerotier': llamarpc_mesh_provider must be one of none, wireguard, tailscale"]
+    assert errors == [
+        "unknown mesh provider 'zerotier': llamarpc_mesh_provider must be one of none, wireguard, tailscale"
+    ]
 
 
 def test_a_host_name_is_no_mesh_address():
@@ -216,7 +227,9 @@ def test_wireguard_address_outside_the_subnet_and_a_bad_subnet():
         "node1: llamarpc_mesh_address 10.1.0.5 is not a host address of the mesh subnet 10.99.0.0/24 "
         "(llamarpc_mesh_subnet)"
     ]
-    errors = pf.mesh_errors("node1", {**mesh("wireguard", **WIREGUARD_DEFAULTS), "llamarpc_mesh_subnet": "10.99.0.1/24"})
+    errors = pf.mesh_errors(
+        "node1", {**mesh("wireguard", **WIREGUARD_DEFAULTS), "llamarpc_mesh_subnet": "10.99.0.1/24"}
+    )
     assert errors[0].startswith("llamarpc_mesh_subnet '10.99.0.1/24' is not an IPv4 network")
 
 
@@ -253,7 +266,9 @@ def test_format_problems():
     assert pf.format_problems("node1", ["a", "b"]).startswith("node1: the preflight found 2 problems;")
 
 
-@pytest.mark.parametrize(("value", "expected"), [(8080, 8080), ("8080", 8080), (" 7 ", 7), ("x", None), (True, None), (1.5, None)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [(8080, 8080), ("8080", 8080), (" 7 ", 7), ("x", None), (True, None), (1.5, None)]
+)
 def test_as_int(value, expected):
     assert pf.as_int(value) == expected
 
@@ -275,8 +290,7 @@ def _any_tag(loader, _suffix, node):
 
 _AnyTagLoader.add_multi_constructor("!", _any_tag)
 
-PREFIXED = re.compile(r"(?<![A-Za-z0-9_])((?:%s)[a-z0-9_]*[a-z0-9])" % "|".join(pf.PREFIXES))
-SET_BY = ("ansible.builtin.set_fact", "set_fact")
+PREFIXED = re.compile(rf"(?<![A-Za-z0-9_])((?:{'|'.join(pf.PREFIXES)})[a-z0-9_]*[a-z0-9])")
 
 
 def _walk(node, found, origin, parent=None):
@@ -330,7 +344,12 @@ def collection_names():
                 found.setdefault(name, str(path.relative_to(REPO)))
     # Extra variables the scenarios, the integration tests, the Makefile and the README pass: -e name=value,
     # "name=value", {"name": value} (inventories built in Python).
-    sources = [*REPO.glob("molecule/**/*.py"), *REPO.glob("tests/integration/*.py"), REPO / "Makefile", REPO / "README.md"]
+    sources = [
+        *REPO.glob("molecule/**/*.py"),
+        *REPO.glob("tests/integration/*.py"),
+        REPO / "Makefile",
+        REPO / "README.md",
+    ]
     names = "|".join(pf.PREFIXES)
     pattern = re.compile(rf"(?:-e\s+|--extra-vars[= ]|[\"'])((?:{names})[a-z0-9_]*)(?:=|[\"']\s*:)")
     for path in sources:
@@ -342,9 +361,12 @@ def collection_names():
     return found
 
 
+def site_known():
+    return yaml.safe_load((REPO / "playbooks/vars/preflight.yml").read_text(encoding="utf-8"))["_site_preflight_known"]
+
+
 def known_names():
-    site_known = yaml.safe_load((REPO / "playbooks/vars/preflight.yml").read_text(encoding="utf-8"))
-    return set(site_known["_site_preflight_known"]).union(*load_role_specs(REPO / "roles").values())
+    return set(site_known()).union(*load_role_specs(REPO / "roles").values())
 
 
 def test_every_name_the_collection_uses_is_known_to_the_preflight():
@@ -359,15 +381,15 @@ def test_every_name_the_collection_uses_is_known_to_the_preflight():
 
 
 def test_the_known_list_holds_no_role_option_twice_and_no_stale_name():
-    site_known = yaml.safe_load((REPO / "playbooks/vars/preflight.yml").read_text(encoding="utf-8"))["_site_preflight_known"]
+    names = site_known()
     options = set().union(*load_role_specs(REPO / "roles").values())
-    assert len(site_known) == len(set(site_known))
-    assert not set(site_known) & options
+    assert len(names) == len(set(names))
+    assert not set(names) & options
     texts = "\n".join(
         path.read_text(encoding="utf-8")
         for pattern in ("roles/**/*", "playbooks/*.yml", "playbooks/tasks/*.yml", "plugins/modules/*.py", "README.md")
         for path in REPO.glob(pattern)
         if path.is_file() and path.name != "preflight.yml"
     )
-    stale = [name for name in site_known if not re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])", texts)]
+    stale = [name for name in names if not re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])", texts)]
     assert stale == []
