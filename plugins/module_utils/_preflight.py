@@ -133,7 +133,7 @@ def mesh_errors(host, variables, peers=None, unknown=()):
 
 def tailscale_errors(host, variables):
     """What Tailscale would refuse in the tailscale role's settings (the auth key never appears in a message)."""
-    hostname = str(variables.get("tailscale_hostname") or str(host).split(".")[0])
+    hostname = str(variables.get("tailscale_hostname") or str(host).split(".", maxsplit=1)[0])
     problems = [
         _tailscale.auth_key_problem(variables.get("tailscale_auth_key") or "", variables.get("tailscale_login_server")),
         _tailscale.hostname_problem(hostname),
