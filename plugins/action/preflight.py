@@ -52,6 +52,11 @@ def load_role_specs(roles_dir=ROLES_DIR):
     return specs
 
 
+def _template(value):
+    """True for a role default that is a Jinja template (evaluated only when the role runs)."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -132,10 +137,15 @@ class ActionModule(ActionBase):
                     return [f"{role}: {name} cannot be evaluated: {exc}"]
                 if options[name].get("no_log") and isinstance(provided.get(name), str) and provided[name]:
                     self._secrets.add(provided[name])
-        outcome = ArgumentSpecValidator(options).validate(provided, validate_role_argument_spec=True)
-        values.update(outcome.validated_parameters)
-        for name in self._deferred.intersection(options):
-            values.pop(name, None)  # not its default: its value is not known yet
+        # Only what the host sets is validated: a default is the role's own (and may be a template of run-time facts).
+        spec = {
+            name: {key: value for key, value in option.items() if key != "default"} for name, option in options.items()
+        }
+        outcome = ArgumentSpecValidator(spec).validate(provided, validate_role_argument_spec=True)
+        values.update({name: value for name, value in outcome.validated_parameters.items() if name in provided})
+        for name, option in options.items():
+            if name not in provided and name not in self._deferred and not _template(option.get("default")):
+                values[name] = option.get("default")
         return [f"{role}: {message}" for message in outcome.error_messages]
 
     def _mesh_vars(self, values):
@@ -159,7 +169,12 @@ class ActionModule(ActionBase):
 
     def _services(self, ports, groups, specs, values):
         """The TCP services this host runs and their ports (from its variables, else the role's default)."""
-        defaults = {name: option.get("default") for options in specs.values() for name, option in options.items()}
+        defaults = {
+            name: option.get("default")
+            for options in specs.values()
+            for name, option in options.items()
+            if not _template(option.get("default"))
+        }
         services = []
         for entry in ports:
             if not groups & set(entry["groups"]):

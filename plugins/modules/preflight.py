@@ -16,7 +16,9 @@ description:
     with C(any_errors_fatal), as C(playbooks/site.yml) does, so that nothing changes anywhere when one host's
     variables are wrong. A host fails with every problem found at once.
   - B(Arguments.) Each role of O(roles) that runs on one of the host's groups is validated against its
-    C(meta/argument_specs.yml) entry point C(main) with the host's variables, as Ansible does when the role starts.
+    C(meta/argument_specs.yml) entry point C(main) with the variables the host sets (inventory, play and extra
+    vars), as Ansible does when the role starts; the roles' own defaults are not validated (some are templates of
+    facts set later).
     With O(roles) naming C(mesh), the role of the host's C(llamarpc_mesh_provider) (C(wireguard) or
     C(tailscale)) is validated too.
   - B(Mesh.) With C(mesh) in O(roles) - the provider, the mesh subnet, the host's mesh address (an IPv4 address;
