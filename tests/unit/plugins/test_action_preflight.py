@@ -1,0 +1,67 @@
+"""The preflight action: its options match its documentation, and site.yml asks it about every role it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ansible_collections.llamarpc.cluster.plugins.action.preflight import ARGUMENT_SPEC, load_role_specs
+from ansible_collections.llamarpc.cluster.plugins.modules import preflight as doc
+
+REPO = Path(__file__).resolve().parents[3]
+COLLECTION = "llamarpc.cluster."
+
+
+def _normalised(options):
+    return {
+        name: {
+            key: _normalised(value) if key in ("options", "suboptions") else value
+            for key, value in spec.items()
+            if key in ("type", "elements", "default", "required", "options", "suboptions", "choices", "no_log")
+        }
+        for name, spec in options.items()
+    }
+
+
+def test_the_argument_spec_is_the_documented_one():
+    documented = _normalised(yaml.safe_load(doc.DOCUMENTATION)["options"])
+    for spec in documented.values():
+        if "suboptions" in spec:
+            spec["options"] = spec.pop("suboptions")
+    assert documented == _normalised(ARGUMENT_SPEC)
+
+
+def test_every_role_has_a_readable_argument_spec():
+    specs = load_role_specs(REPO / "roles")
+    assert set(specs) == {path.name for path in (REPO / "roles").iterdir() if path.is_dir()}
+    assert all(specs.values())
+
+
+def site_plays():
+    return yaml.safe_load((REPO / "playbooks/site.yml").read_text(encoding="utf-8"))
+
+
+def preflight_task():
+    tasks = [task for task in site_plays()[0]["tasks"] if "llamarpc.cluster.preflight" in task]
+    assert len(tasks) == 1
+    return tasks[0]["llamarpc.cluster.preflight"]
+
+
+def test_site_checks_every_role_of_its_plays_on_the_plays_hosts():
+    wanted = {}
+    for play in site_plays()[1:]:
+        for role in play.get("roles", []):
+            name = (role["role"] if isinstance(role, dict) else role).removeprefix(COLLECTION)
+            wanted.setdefault(name, set()).add(play["hosts"])
+    checked = {role: set(groups) for role, groups in preflight_task()["roles"].items()}
+    for role, hosts in wanted.items():
+        assert checked.get(role) == hosts, role
+    # llama_cpp is included by the worker and coordinator roles, on their hosts.
+    assert checked["llama_cpp"] == checked["llama_rpc_worker"] | checked["llama_coordinator"]
+
+
+def test_every_port_variable_is_a_role_option():
+    options = set().union(*load_role_specs(REPO / "roles").values())
+    for entry in preflight_task()["ports"]:
+        assert entry["variable"] in options
