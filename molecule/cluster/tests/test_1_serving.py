@@ -44,6 +44,12 @@ def test_completion_answers_with_timings():
     )
 
 
+def test_a_prompt_with_a_known_answer_gets_it_from_the_real_weights():
+    status, body = api("/completion", greedy("The capital of France is Paris. The capital of Germany is", 8))
+    assert status == 200, body
+    assert body["content"].split()[0].strip(".,") == "Berlin", body["content"]
+
+
 def test_api_key_is_required():
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     status, body = api("/v1/chat/completions", chat, key=None)
