@@ -94,9 +94,12 @@ def main_pid(host, unit):
 
 
 def changed_nothing(result):
-    """True when every PLAY RECAP line of an ansible-playbook run says changed=0."""
-    recap = [line for line in result.stdout.splitlines() if "changed=" in line and "ok=" in line]
-    return all("changed=0" in line for line in recap)
+    """True when the run ended in a PLAY RECAP and every line of it says changed=0 (and failed=0)."""
+    lines = result.stdout.splitlines()
+    if "PLAY RECAP" not in "\n".join(lines):
+        return False
+    recap = [line for line in lines if "changed=" in line and "ok=" in line]
+    return bool(recap) and all("changed=0" in line and "failed=0" in line for line in recap)
 
 
 def shard_digests():
