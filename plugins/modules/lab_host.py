@@ -474,7 +474,7 @@ class Host:
                 pass
             time.sleep(0.3)
         self.m.fail_json(
-            msg=f"lab host {self.p['name']} did not finish booting (systemd running, SSH answering on "
+            msg=f"lab host {self.p['name']} did not finish booting (systemd running, logins open, SSH answering on "
             f"{self.p['address']}) within {self.p['boot_timeout']} s",
             console_tail=self.console_tail(),
             actions=self.actions,
@@ -495,17 +495,32 @@ class Host:
                 return int(children[0])
         return None
 
-    def wait_booted(self, deadline):
-        """Wait until the host's systemd finished booting (sudo and logins can stall before that)."""
+    def in_host(self, init, *argv):
+        """(rc, stdout) of ``argv`` run inside the host (its namespaces, through its systemd's PID)."""
         nsenter = self.m.get_bin_path("nsenter", required=True)
+        rc, out, _err = self.m.run_command([nsenter, "-t", str(init), "-m", "-u", "-i", "-n", "-p", *argv])
+        return rc, out.strip()
+
+    def wait_booted(self, deadline):
+        """Wait until the host's systemd finished booting and logins are open (sudo and logins stall before that).
+
+        "degraded" counts as booted, but a unit that failed at boot can leave /run/nologin behind (seen under load:
+        every login refused with "System is booting up"): then systemd-user-sessions is started again, once.
+        """
+        retried = False
         while time.monotonic() < deadline:
             init = self.init_pid()
             if init is not None:
-                _rc, out, _err = self.m.run_command(
-                    [nsenter, "-t", str(init), "-m", "-u", "-i", "-n", "-p", "systemctl", "is-system-running"]
-                )
-                if out.strip() in ("running", "degraded"):
-                    return True
+                state = self.in_host(init, "systemctl", "is-system-running")[1]
+                if state in ("running", "degraded"):
+                    if self.in_host(init, "test", "-e", "/run/nologin")[0] != 0:
+                        return True
+                    if state == "degraded" and not retried:
+                        failed = self.in_host(init, "systemctl", "--failed", "--no-legend", "--plain")[1]
+                        self.actions.append(f"logins still closed after boot (failed: {failed or 'none'}): "
+                                            "start systemd-user-sessions again")  # fmt: skip
+                        self.in_host(init, "systemctl", "start", "systemd-user-sessions.service")
+                        retried = True
             time.sleep(0.5)
         return False
 
