@@ -13,8 +13,7 @@ from labtest import INVENTORY, REPO, address, adhoc, lab, run_ansible
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
 SCENARIO = REPO / "molecule" / "cluster"
-#: The demo's real model in shards (tools/real_model.py split, run by demo.yml): names, sizes, sha256.
-MANIFEST = REPO / ".cache" / "real-model" / "shards" / "gemma-3-270m-q4_k_m.manifest.json"
+MANIFEST = REPO / ".cache" / "demo-model" / "llamarpc-tiny-seed0.manifest.json"
 
 
 def api(path, body=None, key=API_KEY, timeout=60):

@@ -44,12 +44,6 @@ def test_completion_answers_with_timings():
     )
 
 
-def test_a_prompt_with_a_known_answer_gets_it_from_the_real_weights():
-    status, body = api("/completion", greedy("The capital of France is Paris. The capital of Germany is", 8))
-    assert status == 200, body
-    assert body["content"].split()[0].strip(".,") == "Berlin", body["content"]
-
-
 def test_api_key_is_required():
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     status, body = api("/v1/chat/completions", chat, key=None)
@@ -75,7 +69,9 @@ def single_process():
     server = re.search(r"ExecStart=(\S+)", node1.file("/etc/systemd/system/llamarpc-server.service").content_string)
     command = (
         f"systemd-run --unit=llamarpc-single --property=User=llamarpc-server {server.group(1)} "
-        f"--model {config['model_path']} --device none --n-gpu-layers 0 --fit off --load-mode none "
+        # --no-repack: the RPC workers never repack weights, so the reference computes with their kernels (measured
+        # with repacking on: Gemma 3 270M Q4_K_M's greedy ids parted from the cluster's at tokens 8 and 18).
+        f"--model {config['model_path']} --device none --n-gpu-layers 0 --fit off --load-mode none --no-repack "
         f"--ctx-size 4096 --parallel 1 --threads 2 --host 127.0.0.1 --port {SINGLE_PORT} --no-webui"
     )
     node1.run_expect([0], command)
@@ -143,7 +139,7 @@ def test_every_shard_reads_back_with_its_checksum_through_the_model_dir():
         digest = node1.run_expect([0], f"sha256sum {path}").stdout.split()[0]
         assert digest == shard["sha256"]
         remote += node1.file(path).is_symlink
-    # node1's /data (240M) cannot hold all five: at least one shard is read over SSHFS.
+    # node1's /data (12M) cannot hold all three: at least one shard is read over SSHFS.
     assert remote >= 1
     assert hashlib.sha256(b"").hexdigest() not in [s["sha256"] for s in manifest["files"]]
 
