@@ -1,0 +1,139 @@
+"""The real model through a real RPC worker gives the same greedy token ids as one process on the same file.
+
+Gemma 3 270M Q4_K_M (fetched by package name), llama-server with its layers on a ggml-rpc-server on loopback,
+against llama-server alone. The reference runs without weight repacking, as RPC workers compute; the check of the
+check: with repacking on (llama-server's default) the ids part within 32 tokens on these prompts (measured at
+tokens 18 and 8), so the comparison can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+
+pytestmark = pytest.mark.needs_llama
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPTS = ("The capital of France is", "Six small machines")
+LOOPBACK = "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def bin_dir():
+    found = os.environ.get("LLAMARPC_LLAMA_BIN_DIR")
+    if not found:
+        pytest.skip("no llama.cpp build")
+    return Path(found)
+
+
+@pytest.fixture(scope="module")
+def model():
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", str(REPO / ".cache" / "real-model")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
+    return json.loads(out.stdout)["path"]
+
+
+class Process:
+    """A llama.cpp program on loopback with its log in ``workdir``; stopped by ``stop``."""
+
+    def __init__(self, argv, workdir, name):
+        self.log = workdir / f"{name}.log"
+        with self.log.open("wb") as log:
+            env = dict(os.environ, LLAMA_CACHE=str(workdir / "cache"), HOME=str(workdir))
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+def server(bin_dir, model, workdir, name, *extra):
+    port = _llama_smoke.free_port()
+    argv = _llama_smoke.server_argv(str(bin_dir / "llama-server"), model, port, threads=1, ctx_size=1024)
+    started = Process([*argv, *extra], workdir, name)
+    deadline = time.monotonic() + 300
+    while _llama_smoke._get(f"http://{LOOPBACK}:{port}/health", timeout=5) != 200:
+        assert started.proc.poll() is None, started.log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"{name} not ready"
+        time.sleep(0.5)
+    return started, port
+
+
+def wait_ready(worker, port):
+    """Until the worker answers HELLO (the probe closes abortively, so polling cannot hurt it)."""
+    deadline = time.monotonic() + 120
+    while rpc.probe(LOOPBACK, port, timeout=5, connect_timeout=2).state != rpc.STATE_READY:
+        assert worker.proc.poll() is None, worker.log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, "the RPC worker did not answer HELLO"
+        time.sleep(0.2)
+
+
+def greedy_ids(port):
+    ids = {}
+    for prompt in PROMPTS:
+        body = {"prompt": prompt, "n_predict": 32, "temperature": 0, "cache_prompt": False, "return_tokens": True}
+        answer = _llama_smoke._post(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
+        assert len(answer["tokens"]) == 32, answer
+        ids[prompt] = answer["tokens"]
+    return ids
+
+
+@pytest.fixture(scope="module")
+def answers(bin_dir, model, tmp_path_factory):
+    """Greedy ids of: the cluster (one RPC worker holds every layer), one process without and with repacking."""
+    workdir = tmp_path_factory.mktemp("identity")
+    (workdir / "cache" / "rpc").mkdir(parents=True)
+    worker_port = _llama_smoke.free_port()
+    worker = Process(
+        [str(bin_dir / "ggml-rpc-server"), "-H", LOOPBACK, "-p", str(worker_port), "-t", "1"], workdir, "worker"
+    )
+    got = {}
+    try:
+        wait_ready(worker, worker_port)
+        rpc_args = ("--rpc", f"{LOOPBACK}:{worker_port}", "-dev", "RPC0", "-ngl", "all", "--fit", "off")
+        runs = {
+            "cluster": (*rpc_args, "--log-verbosity", "4"),
+            "single": ("--device", "none", "--no-repack"),
+            "single-repacked": ("--device", "none"),
+        }
+        for name, extra in runs.items():
+            started, port = server(bin_dir, model, workdir, name, *extra)
+            try:
+                got[name] = greedy_ids(port)
+            finally:
+                started.stop()
+            got[f"{name} log"] = started.log.read_text(errors="replace")
+    finally:
+        worker.stop()
+    return got
+
+
+def test_the_cluster_gives_the_same_token_ids_as_one_process(answers):
+    # The layers really were on the worker (a cluster run that computed on its own CPU would prove nothing).
+    log = answers["cluster log"]
+    assert re.search(r"RPC0\[[^]]+\] model buffer size = +[1-9]", log), log[-2000:]
+    assert answers["cluster"] == answers["single"]
+
+
+def test_the_comparison_can_fail_repacked_weights_give_other_ids(answers):
+    assert answers["single-repacked"] != answers["single"]
