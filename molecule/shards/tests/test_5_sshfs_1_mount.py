@@ -98,8 +98,8 @@ def test_stopping_the_unit_unmounts_cleanly_and_quickly():
     client = lab(CLIENT)
     # Timed on the host (a new Ansible connection is no part of it), against the unit's TimeoutStopSec: a stop
     # that had to wait for the timeout would end in SIGKILL and Result=timeout.
-    # (Result is "success" or "signal": sshfs may end of the unmount itself or of SIGPIPE when its ssh is stopped
-    # first - both seen; "timeout" would be the failure.)
+    # (Result was "success" in two runs and "signal" in a third - which signal ended sshfs there is not known;
+    # "timeout", a stop that waited for TimeoutStopSec and SIGKILL, is the failure.)
     try:
         seconds = timed(client, f"systemctl stop {UNIT}")
         result = client.check_output(f"systemctl show -p Result --value {UNIT}")
