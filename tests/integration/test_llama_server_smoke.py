@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,6 @@ import pytest
 pytestmark = pytest.mark.needs_llama
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def real_model():
-    out = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", str(REPO / ".cache" / "real-model")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=900,
-    )
-    return json.loads(out.stdout)["path"]
 
 
 def smoke(args):

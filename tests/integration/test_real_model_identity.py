@@ -8,11 +8,9 @@ tokens 18 and 8), so the comparison can fail.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -34,18 +32,6 @@ def bin_dir():
     if not found:
         pytest.skip("no llama.cpp build")
     return Path(found)
-
-
-@pytest.fixture(scope="module")
-def model():
-    out = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", str(REPO / ".cache" / "real-model")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=900,
-    )
-    return json.loads(out.stdout)["path"]
 
 
 class Process:
@@ -99,7 +85,7 @@ def greedy_ids(port):
 
 
 @pytest.fixture(scope="module")
-def answers(bin_dir, model, tmp_path_factory):
+def answers(bin_dir, real_model, tmp_path_factory):
     """Greedy ids of: the cluster (one RPC worker holds every layer), one process without and with repacking."""
     workdir = tmp_path_factory.mktemp("identity")
     (workdir / "cache" / "rpc").mkdir(parents=True)
@@ -117,7 +103,7 @@ def answers(bin_dir, model, tmp_path_factory):
             "single-repacked": ("--device", "none"),
         }
         for name, extra in runs.items():
-            started, port = server(bin_dir, model, workdir, name, *extra)
+            started, port = server(bin_dir, real_model, workdir, name, *extra)
             try:
                 got[name] = greedy_ids(port)
             finally:
