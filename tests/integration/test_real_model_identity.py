@@ -21,7 +21,6 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_proto
 
 pytestmark = pytest.mark.needs_llama
 
-REPO = Path(__file__).resolve().parents[2]
 PROMPTS = ("The capital of France is", "Six small machines")
 LOOPBACK = "127.0.0.1"
 
@@ -100,7 +99,7 @@ def answers(bin_dir, real_model, tmp_path_factory):
         runs = {
             "cluster": (*rpc_args, "--log-verbosity", "4"),
             "single": ("--device", "none", "--no-repack"),
-            "single-repacked": ("--device", "none"),
+            "single-repacked": ("--device", "none", "--log-verbosity", "4"),
         }
         for name, extra in runs.items():
             started, port = server(bin_dir, real_model, workdir, name, *extra)
@@ -122,4 +121,9 @@ def test_the_cluster_gives_the_same_token_ids_as_one_process(answers):
 
 
 def test_the_comparison_can_fail_repacked_weights_give_other_ids(answers):
+    # Only where this CPU has repacking kernels for the model's types (x86 with AVX2 here): elsewhere both runs
+    # compute alike and there is nothing to tell apart.
+    log = answers["single-repacked log"]
+    if not re.search(r"CPU_REPACK model buffer size = +[1-9]", log):
+        pytest.skip("llama.cpp repacked no weight on this CPU")
     assert answers["single-repacked"] != answers["single"]
