@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -23,6 +24,33 @@ BIN = Path(sys.executable).parent
 def lab(name):
     """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
     return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+_HTTP = (
+    "import sys, urllib.request\n"
+    "data = sys.argv[2].encode() if len(sys.argv) > 2 else None\n"
+    "req = urllib.request.Request(sys.argv[1], data=data, headers={'Content-Type': 'application/json'})\n"
+    "sys.stdout.write(urllib.request.urlopen(req, timeout=30).read().decode())\n"
+)
+
+
+def http_command(url, body=None):
+    """A shell command that GETs ``url`` (or POSTs the JSON text ``body``) with the lab host's own python3 - bare hosts
+    have no curl, and the tests install nothing the roles do not - printing the response; non-zero on an HTTP error."""
+    args = [url] if body is None else [url, body]
+    return " ".join(["python3", "-c", shlex.quote(_HTTP), *map(shlex.quote, args)])
+
+
+#: Written on every host by molecule/_shared/bare_record.yml at prepare, before anything installs a package.
+BEFORE_CONVERGE = "/var/lib/llamarpc-test/before-converge.json"
+
+
+def before_converge(host):
+    """{command: path or None} of the commands the roles need, as they were on the bare host before prepare's story
+    and converge (a missing record fails the test: prepare did not run)."""
+    record = host.file(BEFORE_CONVERGE)
+    assert record.exists, f"{BEFORE_CONVERGE} is missing on {host.backend.get_hostname()}: prepare did not run"
+    return json.loads(record.content_string)
 
 
 def ansible_env(**extra):

@@ -10,6 +10,7 @@ the modules ``lab_plan``, ``lab_image``, ``lab_network`` and ``lab_host`` do the
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import ipaddress
 import json
@@ -35,7 +36,7 @@ _RATE_FACTORS = {
 }
 
 # Bump when the way a base image is prepared changes, so cached images are rebuilt.
-IMAGE_RECIPE = 3
+IMAGE_RECIPE = 4
 
 
 class LabError(ValueError):
@@ -250,3 +251,18 @@ def tbf_args(rate_bits):
     """tc tbf parameters for a bandwidth cap: burst sized for ~10 ms at the rate (at least 32 KiB)."""
     burst = max(32 * 1024, rate_bits // 8 // 100)
     return ["tbf", "rate", f"{rate_bits}bit", "burst", str(burst), "latency", "50ms"]
+
+
+def find_mirror(suite):
+    """The first mirror serving ``suite`` in the controller's apt sources, or None."""
+    files = ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.sources"))
+    files += sorted(glob.glob("/etc/apt/sources.list.d/*.list"))
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                mirror = mirror_from_sources(handle.read(), suite)
+        except OSError:
+            continue
+        if mirror:
+            return mirror
+    return None

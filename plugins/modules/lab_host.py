@@ -89,6 +89,12 @@ options:
     description: Seconds to wait for SSH to answer after start.
     type: int
     default: 90
+  apt_sources:
+    description:
+      - The host's only apt source (deb822), written to C(/etc/apt/sources.list.d/llamarpc-lab.sources):
+        the lab's local repository (see M(llamarpc.cluster.lab_apt_repo)). Lab hosts reach nothing beyond
+        the lab, so the image itself has no apt source.
+    type: str
 extends_documentation_fragment:
   - llamarpc.cluster.attributes
 attributes:
@@ -313,6 +319,8 @@ class Host:
             os.path.join(etc, "ssh", "sshd_config.d", "05-hostkey.conf"), "HostKey /etc/ssh/ssh_host_ed25519_key\n"
         )
         self.write(os.path.join(etc, "hostname"), p["name"] + "\n")
+        if p["apt_sources"]:
+            self.write(os.path.join(etc, "apt", "sources.list.d", "llamarpc-lab.sources"), p["apt_sources"])
         self.write(
             os.path.join(etc, "hosts"),
             f"127.0.0.1 localhost\n127.0.1.1 {p['name']}\n::1 localhost ip6-localhost ip6-loopback\n",
@@ -593,6 +601,7 @@ def main():
             "admin_user": {"type": "str", "default": "lab"},
             "authorized_key": {"type": "str", "no_log": False},
             "boot_timeout": {"type": "int", "default": 90},
+            "apt_sources": {"type": "str"},
         },
         required_if=[("state", "running", ["image", "netns", "veth", "bridge", "address", "authorized_key"])],
         supports_check_mode=True,

@@ -101,24 +101,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import image_key, mirror_from_sources
+from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import find_mirror, image_key
 
 MARKER = "image.json"
-
-
-def find_mirror(suite):
-    """The first mirror serving ``suite`` in the controller's apt sources, or None."""
-    files = ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.sources"))
-    files += sorted(glob.glob("/etc/apt/sources.list.d/*.list"))
-    for path in files:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                mirror = mirror_from_sources(handle.read(), suite)
-        except OSError:
-            continue
-        if mirror:
-            return mirror
-    return None
 
 
 def run(module, argv, log):
@@ -149,7 +134,10 @@ def prepare(module, root, admin_user, log):
     dropin = os.path.join(root, "etc/ssh/sshd_config.d/10-lab.conf")
     with open(dropin, "w", encoding="utf-8") as handle:
         handle.write("PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin no\nUseDNS no\n")
-    # Lab hosts have no route to a registry: stale package lists would only mislead apt.
+    # Lab hosts have no route to a registry: their one apt source is the lab's own repository (lab_host writes
+    # it), so the mirror debootstrap used is not a source, and stale package lists would only mislead apt.
+    if os.path.exists(os.path.join(root, "etc/apt/sources.list")):
+        os.unlink(os.path.join(root, "etc/apt/sources.list"))
     shutil.rmtree(os.path.join(root, "var/lib/apt/lists"), ignore_errors=True)
     os.makedirs(os.path.join(root, "var/lib/apt/lists/partial"), exist_ok=True)
     shutil.rmtree(os.path.join(root, "var/cache/apt/archives"), ignore_errors=True)

@@ -10,7 +10,7 @@ import time
 import pytest
 from clusterlib import API_KEY, MANIFEST, api, deployed_plan, greedy
 from faultreport import record
-from labtest import lab
+from labtest import http_command, lab
 
 SINGLE_PORT = 18080
 
@@ -78,7 +78,7 @@ def single_process():
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if node1.run(f"curl -sf http://127.0.0.1:{SINGLE_PORT}/health").rc == 0:
+            if node1.run(http_command(f"http://127.0.0.1:{SINGLE_PORT}/health")).rc == 0:
                 break
             time.sleep(1)
         yield node1
@@ -93,9 +93,7 @@ def test_greedy_output_matches_a_single_process(single_process, prompt):
     request = {**greedy(prompt, 32), "return_tokens": True}
     body = json.dumps(request)
     alone = json.loads(
-        single_process.run_expect(
-            [0], f"curl -sf -H 'Content-Type: application/json' -d '{body}' http://127.0.0.1:{SINGLE_PORT}/completion"
-        ).stdout
+        single_process.run_expect([0], http_command(f"http://127.0.0.1:{SINGLE_PORT}/completion", body)).stdout
     )
     status, cluster = api("/completion", request)
     assert status == 200

@@ -4,6 +4,7 @@ import os
 
 import pytest
 import testinfra.utils.ansible_runner
+from labtest import before_converge
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["LLAMARPC_LAB_INVENTORY"])
 HOSTS = RUNNER.get_hosts("all")
@@ -28,6 +29,21 @@ def test_has_its_own_address(host):
     addresses = host.interface("eth0").addresses
     assert address_of(name) in addresses
     assert all(address_of(other) not in addresses for other in HOSTS if other != name)
+
+
+def test_bare_host_got_sshfs_from_the_lab_repository_and_nothing_else(host):
+    # Like a fresh cloud VM, the image lacks what the roles install; converge asked apt for sshfs and fuse3 alone.
+    before = before_converge(host)
+    assert {name: path for name, path in before.items() if path} == {}, before
+    assert host.exists("sshfs") and host.exists("fusermount3")
+    for name in ("nft", "wg", "lsyncd", "rsync", "curl", "cmake", "g++"):
+        assert not host.exists(name), f"{name} is on a bare lab host: the image is kinder than a fresh VM"
+
+
+def test_the_only_apt_source_is_the_labs_repository(host):
+    sources = host.run("grep -rhs '^[^#]' /etc/apt/sources.list /etc/apt/sources.list.d/").stdout
+    bridge = RUNNER.get_variables(host.backend.get_hostname())["llamarpc_lab_controller_address"]
+    assert sources.split() == ["Types:", "deb", "URIs:", f"http://{bridge}:8642/", "Suites:", "./", "Trusted:", "yes"]
 
 
 def test_no_route_beyond_the_lab(host):

@@ -9,7 +9,7 @@ import time
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
-from labtest import INVENTORY, REPO, lab, wait_for
+from labtest import INVENTORY, REPO, http_command, lab, wait_for
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
@@ -139,7 +139,7 @@ def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            if coordinator.run("curl -fsS http://127.0.0.1:18080/health").rc == 0:
+            if coordinator.run(http_command("http://127.0.0.1:18080/health")).rc == 0:
                 break
             time.sleep(2)
         else:
