@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import COORDINATOR, FILES, MODEL_DIR, MODEL_OUT, WORK
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab
+from labtest import BIN, INVENTORY, REPO, adhoc, ansible_env, lab
 
 PROBE = Path(__file__).with_name("llama_probe.py")
 REMOTE_BIN = "/opt/llamarpc-test/llama"
@@ -27,6 +27,10 @@ def bin_dir():
     if not found:
         pytest.skip("no llama.cpp build cached: run the worker scenario first")
     lab(COORDINATOR).check_output(f"install -d {REMOTE_BIN}")
+    # The runtime library the llama_cpp role installs with the binaries (a bare host lacks it).
+    runtime = {"name": ["libgomp1"], "update_cache": True, "install_recommends": False}
+    done, result = adhoc(COORDINATOR, "ansible.builtin.apt", runtime)
+    assert result and not result.get("failed"), done.stdout + done.stderr
     archive = WORK / "llama-bin.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(found, arcname=".")
