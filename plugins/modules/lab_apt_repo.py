@@ -230,7 +230,7 @@ class Repo:
         # apt checks signatures as its unprivileged _apt user, in TMPDIR: one it can write whatever /tmp is like.
         tmpdir = os.path.join(work, "tmp")
         os.makedirs(tmpdir)
-        os.chmod(tmpdir, 0o1777)
+        os.chmod(tmpdir, 0o1777)  # noqa: S103 - sticky like /tmp: the _apt user writes here
         self.run([apt_get, *opts, "-qq", "update"], tmpdir)
         plan = parse_simulation(self.run([apt_get, *opts, "install", "--simulate", *packages]))
         self.run([apt_get, *opts, "-qq", "--download-only", "-y", "install", *packages])
@@ -337,7 +337,7 @@ def main():
             "state_dir": {"type": "path", "required": True},
             "cache_dir": {"type": "path"},
             "image": {"type": "path"},
-            "image_key": {"type": "str"},
+            "image_key": {"type": "str", "no_log": False},
             "suite": {"type": "str", "default": "bookworm"},
             "mirror": {"type": "str"},
             "keyring": {"type": "path", "default": "/usr/share/keyrings/debian-archive-keyring.gpg"},
