@@ -29,6 +29,7 @@ bench: setup
 	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset cache --shards 2 >/dev/null
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml -e @benchmarks/cluster.yml
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml -e llama_benchmark_shared_bandwidth_nodes=1 \
+		-e llama_benchmark_results_dir=$(CURDIR)/benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ) \
 		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": ["$(CURDIR)/benchmarks/cluster.yml"]}' $(BENCH_ARGS)
 
 bench-down:

@@ -91,7 +91,7 @@ options:
     default: 90
   apt_sources:
     description:
-      - The host's only apt source (deb822), written to C(/etc/apt/sources.list.d/llamarpc-lab.sources):
+      - The host's only apt source (deb822), written to C(/etc/apt/sources.list.d/llamarpc-lab.sources), is
         the lab's local repository (see M(llamarpc.cluster.lab_apt_repo)). Lab hosts reach nothing beyond
         the lab, so the image itself has no apt source.
     type: str
