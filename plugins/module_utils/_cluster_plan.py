@@ -275,9 +275,15 @@ def plan(
     overhead=128 << 20,
     strategy="fewest",
     coordinator=None,
+    keep=None,
 ):
     """Plan the cluster.  ``workers``: dicts with name, endpoint, mem_available (bytes) and state (``ready`` to be
-    usable), in inventory order.  Returns the plan dict; raises PlanError with an actionable message."""
+    usable), in inventory order.  Returns the plan dict; raises PlanError with an actionable message.
+
+    ``keep``: the plan in force (``rpc`` and ``tensor_split`` as a plan returns them). It is returned again, with
+    today's memory figures, when it uses as many workers as a new plan would, all of them usable, and every one of
+    them still fits: memory that moves between runs (on a shared machine, by gigabytes) never re-plans, and so
+    never restarts llama-server, while a worker that left or came back, or one that no longer fits, does."""
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if not workers:
@@ -313,6 +319,9 @@ def plan(
         chosen = sorted(by_size[:count], key=lambda worker: names.index(worker["name"]))
         split, rows = _balance(summary, kv_layer, chosen, overhead)
         if split is not None:
+            kept = _kept(keep, usable, count, summary, kv_layer, overhead)
+            if kept:
+                split, rows = kept
             total = sum(row["bytes"] for row in rows)
             for row, slots_of_row in zip(rows, split, strict=True):
                 row["share"] = slots_of_row / sum(split)
@@ -325,6 +334,7 @@ def plan(
                 "coordinator_bytes": coordinator_bytes,
                 "workers": rows,
                 "excluded": excluded,
+                "kept": bool(kept),
                 "rpc": ",".join(row["endpoint"] for row in rows),
                 "devices": ",".join(f"RPC{index}" for index in range(len(rows))),
                 "tensor_split": ",".join(str(count) for count in split),
@@ -347,6 +357,24 @@ def plan(
         f"plus {human_bytes(overhead)} per worker; {where}). "
         "Add a node, lower the context size or parallel slots, or choose a smaller quantisation."
     )
+
+
+def _kept(keep, usable, count, summary, kv_layer, overhead):
+    """(split, rows) of the plan in force when it can stay (see ``plan``), else None."""
+    if not keep or not keep.get("rpc") or not keep.get("tensor_split"):
+        return None
+    endpoints = str(keep["rpc"]).split(",")
+    try:
+        split = [int(value) for value in str(keep["tensor_split"]).split(",")]
+    except ValueError:
+        return None
+    by_endpoint = {worker["endpoint"]: worker for worker in usable}
+    if len(endpoints) != count or len(split) != count or not all(e in by_endpoint for e in endpoints):
+        return None
+    if min(split) < 1 or sum(split) != summary["n_layer"] + 1:  # another model: plan anew
+        return None
+    rows = predict(summary, kv_layer, [by_endpoint[e] for e in endpoints], split, overhead)
+    return (split, rows) if all(row["headroom"] >= 0 for row in rows) else None
 
 
 def table(rows):

@@ -83,6 +83,14 @@ options:
     type: str
     default: fewest
     choices: [fewest, all]
+  keep_plan_file:
+    description:
+      - The deployed plan (JSON with a C(plan) holding C(rpc) and C(tensor_split), as the llama_coordinator role
+        writes it). Its split is kept, with today's memory figures, when it uses as many workers as a new plan
+        would, all usable, each still fitting, and the model's layer count is unchanged; the result's C(kept) says so.
+        Memory that moves between runs then never re-plans (and never restarts llama-server).
+      - A missing or unreadable file plans anew.
+    type: path
 seealso:
   - module: llamarpc.cluster.rpc_endpoint_facts
   - module: llamarpc.cluster.node_memory_facts
@@ -153,6 +161,8 @@ model:
   sample: {"architecture": "llama", "n_layer": 16, "weight_bytes": 440401920}
 """
 
+import json
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.formatters import human_to_bytes
 
@@ -201,6 +211,18 @@ def explain(result, workers):
     return text
 
 
+def _plan_in_force(path):
+    """The ``plan`` of a deployed plan file (``rpc``, ``tensor_split``), or None when there is none to keep."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return doc.get("plan") if isinstance(doc, dict) and isinstance(doc.get("plan"), dict) else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -214,6 +236,7 @@ def main():
             "headroom": {"type": "str", "default": "512M"},
             "worker_overhead": {"type": "str", "default": "128M"},
             "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
+            "keep_plan_file": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -236,6 +259,7 @@ def main():
             overhead=_size(module, "worker_overhead"),
             strategy=params["strategy"],
             coordinator=params["coordinator"],
+            keep=_plan_in_force(params["keep_plan_file"]),
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
         module.fail_json(msg=str(exc))
