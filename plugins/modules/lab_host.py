@@ -333,9 +333,6 @@ class Host:
         # user@UID is stopping (10 s after the previous session ended) waits for the stop and start, and
         # Ansible's become times out (seen on lab hosts after a controller-side pause between tasks).
         self.write(os.path.join(self.upper, "var/lib/systemd/linger", self.p["admin_user"]), "")
-        # The same for root: every become (sudo) opens a session through pam_systemd, which starts root's user
-        # manager when none runs; on a loaded machine that took over 30 s and Ansible gave up waiting for become.
-        self.write(os.path.join(self.upper, "var/lib/systemd/linger", "root"), "")
         # systemd-nspawn with --network-namespace-path shows the controller's /sys/class/net in the host, so
         # Ansible's facts miss the host's own interfaces (a WireGuard interface, for one). A fresh sysfs mounted
         # inside the host's network namespace lists its own; it is bound over the two net directories at boot.
