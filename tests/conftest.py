@@ -37,7 +37,10 @@ def unpacked(entry):
     tmp = tempfile.mkdtemp(prefix=".bin-", dir=entry)
     try:
         with tarfile.open(os.path.join(entry, "bin.tar.gz")) as tar:
-            tar.extractall(tmp, filter="tar")
+            for member in tar.getmembers():  # flat: files and links beside each other (Python 3.11.2: no filter)
+                if os.path.basename(member.name) != member.name or not (member.isfile() or member.issym()):
+                    raise OSError(f"unexpected member {member.name!r} in {entry}/bin.tar.gz")
+                tar.extract(member, tmp)
         os.rename(tmp, target)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
