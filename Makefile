@@ -7,10 +7,10 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
 # Every scenario, one after another (`make molecule`; one alone: `make molecule SCENARIOS=worker`).
-SCENARIOS ?= worker default lsyncd shards mesh cluster
+SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
 # scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/).
-LANES ?= "cluster default" "lsyncd shards mesh"
+LANES ?= "cluster default" "lsyncd shards mesh controller_user"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 

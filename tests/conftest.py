@@ -5,8 +5,18 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
+import tarfile
+import tempfile
 
-LLAMA_CACHE = "/var/cache/llamarpc/llama-cpp"
+
+def controller_cache():
+    """The llama_cpp role's controller cache (llama_cpp_controller_cache_dir's default): XDG, else ~/.cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "llamarpc", "llama-cpp")
+
+
+LLAMA_CACHE = controller_cache()
 
 try:
     from hypothesis import settings
@@ -19,18 +29,39 @@ else:
     settings.load_profile("llamarpc")
 
 
+def unpacked(entry):
+    """``entry``/bin: the entry's archive unpacked once (into a temporary directory renamed into place)."""
+    target = os.path.join(entry, "bin")
+    if os.path.isdir(target):
+        return target
+    tmp = tempfile.mkdtemp(prefix=".bin-", dir=entry)
+    try:
+        with tarfile.open(os.path.join(entry, "bin.tar.gz")) as tar:
+            for member in tar.getmembers():  # flat: files and links beside each other (Python 3.11.2: no filter)
+                if os.path.basename(member.name) != member.name or not (member.isfile() or member.issym()):
+                    raise OSError(f"unexpected member {member.name!r} in {entry}/bin.tar.gz")
+                tar.extract(member, tmp)
+        os.rename(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.isdir(target):
+            raise
+    return target
+
+
 def cached_llama_bin_dir():
-    """bin/ of the newest complete llama.cpp build in the collection's build cache (as the lab builds it)."""
+    """The newest llama.cpp build with llama-server in the controller's cache (as the lab builds it), unpacked."""
     entries = []
-    for manifest in glob.glob(os.path.join(LLAMA_CACHE, "*", "manifest.json")):
+    for record in glob.glob(os.path.join(LLAMA_CACHE, "*", "build.json")):
         try:
-            with open(manifest, encoding="utf-8") as handle:
+            with open(record, encoding="utf-8") as handle:
                 data = json.load(handle)
         except (OSError, ValueError):
             continue
-        if "llama-server" in data.get("built_targets", []):
-            entries.append((os.path.getmtime(manifest), os.path.join(os.path.dirname(manifest), "bin")))
-    return max(entries)[1] if entries else None
+        entry = os.path.dirname(record)
+        if "llama-server" in data.get("built_targets", []) and os.path.isfile(os.path.join(entry, "bin.tar.gz")):
+            entries.append((os.path.getmtime(record), entry))
+    return unpacked(max(entries)[1]) if entries else None
 
 
 def pytest_configure(config):
