@@ -10,7 +10,7 @@ PLAYBOOK := $(BIN)/ansible-playbook
 SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
 # scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/).
-LANES ?= "cluster default" "lsyncd shards mesh controller_user"
+LANES ?= "cluster default controller_user" "lsyncd shards mesh"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
