@@ -3,6 +3,7 @@
 import grp
 import json
 import pwd
+import re
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
@@ -18,10 +19,17 @@ def test_the_controller_user_is_unprivileged():
     assert not [group.gr_name for group in grp.getgrall() if "llamactl" in group.gr_mem]  # no sudo, wheel, admin
 
 
-def test_the_users_controller_cache_holds_the_build_it_shipped():
+def test_the_build_the_workers_run_came_from_the_users_own_cache():
+    # The key of the build each worker runs (its directory under llama_cpp_install_dir) must be one the user's
+    # cache records: site.yml as llamactl shipped from there, not from a root-owned cache.
     records = list(Path("/home/llamactl/.cache/llamarpc/llama-cpp").glob("*/build.json"))
-    assert records
-    assert all(path.stat().st_uid == pwd.getpwnam("llamactl").pw_uid for path in records)
+    assert records and all(path.stat().st_uid == pwd.getpwnam("llamactl").pw_uid for path in records)
+    keys = {json.loads(path.read_text())["key"] for path in records}
+    for name in RUNNER.get_hosts("rpc_workers"):
+        exec_start = lab(name).check_output("systemctl show -p ExecStart --value llamarpc-rpc-worker")
+        running = re.search(r"/opt/llamarpc/llama\.cpp/([^/]+)/bin/", exec_start)
+        assert running, exec_start
+        assert running.group(1) in keys, f"{name} runs build {running.group(1)}, not one of {sorted(keys)}"
 
 
 def test_the_cluster_answers():

@@ -1,6 +1,7 @@
 """Verify the lab: real booted hosts, each with its own address, reaching each other, able to mount FUSE."""
 
 import os
+import socket
 
 import pytest
 import testinfra.utils.ansible_runner
@@ -44,6 +45,13 @@ def test_the_only_apt_source_is_the_labs_repository(host):
     sources = host.run("grep -rhs '^[^#]' /etc/apt/sources.list /etc/apt/sources.list.d/").stdout
     bridge = RUNNER.get_variables(host.backend.get_hostname())["llamarpc_lab_controller_address"]
     assert sources.split() == ["Types:", "deb", "URIs:", f"http://{bridge}:8642/", "Suites:", "./", "Trusted:", "yes"]
+
+
+def test_the_repository_listens_on_the_lab_bridge_only():
+    # Served on the controller's bridge address alone: on loopback (and so on any other address) nothing answers.
+    with socket.socket() as probe:
+        probe.settimeout(2)
+        assert probe.connect_ex(("127.0.0.1", 8642)) != 0, "the lab's apt repository answers on loopback"
 
 
 def test_no_route_beyond_the_lab(host):

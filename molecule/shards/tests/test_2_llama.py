@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import COORDINATOR, FILES, MODEL_DIR, MODEL_OUT, WORK
 from labtest import BIN, INVENTORY, REPO, adhoc, ansible_env, lab
 
@@ -27,13 +28,18 @@ def bin_dir():
     if not found:
         pytest.skip("no llama.cpp build cached: run the worker scenario first")
     lab(COORDINATOR).check_output(f"install -d {REMOTE_BIN}")
-    # The runtime library the llama_cpp role installs with the binaries (a bare host lacks it).
-    runtime = {"name": ["libgomp1"], "update_cache": True, "install_recommends": False}
+    # The runtime libraries the llama_cpp role installs with the binaries (a bare host lacks libgomp1).
+    defaults = yaml.safe_load((REPO / "roles" / "llama_cpp" / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    runtime = {"name": defaults["llama_cpp_runtime_packages"], "update_cache": True, "install_recommends": False}
     done, result = adhoc(COORDINATOR, "ansible.builtin.apt", runtime)
     assert result and not result.get("failed"), done.stdout + done.stderr
-    archive = WORK / "llama-bin.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(found, arcname=".")
+    # The controller cache's own archive of that build (bin/ is it unpacked); packed here only for a bin dir
+    # given by LLAMARPC_LLAMA_BIN_DIR.
+    archive = Path(found).parent / "bin.tar.gz"
+    if not archive.is_file():
+        archive = WORK / "llama-bin.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(found, arcname=".")
     subprocess.run(
         [
             str(BIN / "ansible"),
