@@ -9,8 +9,9 @@ PLAYBOOK := $(BIN)/ansible-playbook
 # Every scenario, one after another (`make molecule`; one alone: `make molecule SCENARIOS=worker`).
 SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
-# scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/).
-LANES ?= "cluster default controller_user" "lsyncd shards mesh"
+# scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/); `make:integration` runs the
+# integration tests (which use that build) in a lane of their own.
+LANES ?= "cluster default controller_user" "lsyncd shards mesh" "make:integration"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
@@ -35,8 +36,10 @@ bench: setup
 bench-down:
 	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml -e @benchmarks/lab.yml
 
-# Molecule before integration: the worker scenario builds llama.cpp (once, cached) and the integration tests use it.
-test: setup lint unit molecule-lanes integration
+# Each step timed (tools/steps.sh); the integration tests run in a lane beside the molecule scenarios, after the
+# worker scenario has built llama.cpp (once, cached), which they use.
+test:
+	@tools/steps.sh setup lint unit molecule-lanes
 
 setup:
 	@tools/setup.sh
