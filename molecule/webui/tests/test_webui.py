@@ -1,7 +1,7 @@
-"""Open WebUI and a real llama-server on the coordinator's host (node1), both deployed by site.yml, with an RPC worker on
-node2: service, hardening, ports, the endpoint, key and model taken from the coordinator, a readiness check that tells
-Open WebUI from llama-server, and a real headless Chromium on the controller signing in, choosing the cluster's model
-and reading the rendered answer."""
+"""Open WebUI and a real llama-server on the coordinator's host (node1), both deployed by site.yml, with an RPC worker
+on node2: service, hardening, ports, the endpoint, key and model taken from the coordinator, a readiness check that
+tells Open WebUI from llama-server, and a real headless Chromium on the controller signing in, choosing the cluster's
+model and reading the rendered answer."""
 
 from __future__ import annotations
 

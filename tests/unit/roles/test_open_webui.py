@@ -183,8 +183,8 @@ def test_no_option_replaces_the_index():
 
 
 def test_the_wheel_set_key_follows_the_extra_indexes():
-    variables = {"ansible_facts": {"python": {"version": {"major": 3, "minor": 11, "micro": 2}}, "architecture": "x86_64"}}
-    variables["_open_webui_glibc"] = {"stdout": "glibc 2.36"}
+    facts = {"python": {"version": {"major": 3, "minor": 11, "micro": 2}}, "architecture": "x86_64"}
+    variables = {"ansible_facts": facts, "_open_webui_glibc": {"stdout": "glibc 2.36"}}
     plain = render("{{ _open_webui_key }}", **variables)
     extra = render("{{ _open_webui_key }}", open_webui_pip_extra_index_urls=["https://x.example.org/cpu"], **variables)
     assert plain != extra
