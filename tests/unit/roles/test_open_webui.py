@@ -11,6 +11,8 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _preflight as pf
+
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "open_webui"
 ENDPOINT = {"url": "http://10.0.0.1:8080/v1", "model": "qwen2.5-32b-instruct-q4_k_m", "api_key": "coordinator-key"}
@@ -210,3 +212,11 @@ def test_the_coordinator_publishes_what_open_webui_reads():
     assert set(publish[0]["ansible.builtin.set_fact"]["llama_coordinator_endpoint"]) == set(ENDPOINT)
     assert publish[0]["no_log"] is True
     assert "cacheable" not in publish[0]["ansible.builtin.set_fact"]  # it holds the API key
+
+
+def test_the_removed_index_option_is_a_typo_with_the_new_name_suggested():
+    """An inventory that still sets open_webui_pip_index_url stops in site.yml's preflight, pointed at the option."""
+    known = set(load("meta/argument_specs.yml")["argument_specs"]["main"]["options"])
+    assert pf.unknown_variables(["open_webui_pip_index_url"], known) == [
+        "`open_webui_pip_index_url`: did you mean `open_webui_pip_extra_index_urls`?"
+    ]
