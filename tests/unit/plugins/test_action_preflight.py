@@ -65,3 +65,21 @@ def test_every_port_variable_is_a_role_option():
     options = set().union(*load_role_specs(REPO / "roles").values())
     for entry in preflight_task()["ports"]:
         assert entry["variable"] in options
+
+
+def test_default_ports_of_the_services_differ():
+    """Open WebUI may run on the coordinator's host, and a worker too: each service's default port is its own."""
+    options = {}
+    for role_options in load_role_specs(REPO / "roles").values():
+        options.update(role_options)
+    defaults = {entry["service"]: options[entry["variable"]]["default"] for entry in preflight_task()["ports"]}
+    assert len(set(defaults.values())) == len(defaults), defaults
+    assert defaults["Open WebUI"] != defaults["llama-server"]
+
+
+def test_role_defaults_match_the_argument_spec_for_the_ports():
+    for entry in preflight_task()["ports"]:
+        variable = entry["variable"]
+        role = next(role for role, options in load_role_specs(REPO / "roles").items() if variable in options)
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+        assert defaults[variable] == load_role_specs(REPO / "roles")[role][variable]["default"], variable
