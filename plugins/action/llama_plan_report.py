@@ -28,7 +28,7 @@ ARGUMENT_SPEC = {
     "workers": {"type": "list", "elements": "dict", "default": []},
     "header_reads": {"type": "list", "elements": "dict", "default": []},
     "refusals": {"type": "list", "elements": "str", "default": []},
-    "links": {"type": "dict", "default": {}},
+    "links": {"type": "dict"},
     "link_mbit": {"type": "float", "default": 1000.0},
     "source_mbit": {"type": "float", "default": 100.0},
     "rtt_ms": {"type": "float", "default": 1.0},
@@ -66,8 +66,15 @@ class ActionModule(ActionBase):
         for name in ("link_mbit", "source_mbit", "memory_gbps"):
             if args[name] <= 0:
                 raise AnsibleActionFail(f"{name} must be positive, got {args[name]}")
+        given = args["links"]
+        if given is None:
+            hostvars = (task_vars or {}).get("hostvars", {})
+            given = {
+                host: hostvars[host].get("llamarpc_plan_link_mbit")
+                for host in (task_vars or {}).get("groups", {}).get("all", [])
+            }
         links = {}
-        for host, mbit in args["links"].items():
+        for host, mbit in given.items():
             try:
                 links[host] = None if mbit in (None, "") else float(mbit)
             except (TypeError, ValueError):

@@ -191,10 +191,14 @@ def text(doc):
         )
         lines.extend(f"  {line}" for line in memory["table"])
         lines.extend(f"  left out: {entry['name']}: {entry['reason']}" for entry in memory.get("excluded", []))
-    for entry in doc["workers_now"]:
+    if doc["workers_now"]:
         lines.append(
-            f"Worker now at {entry.get('endpoint')}: {entry.get('state')}"
-            + (f", RPC protocol {entry['protocol']}" if entry.get("protocol") else "")
+            "RPC workers now: "
+            + "; ".join(
+                f"{entry.get('endpoint')} {entry.get('state')}"
+                + (f" (protocol {entry['protocol']})" if entry.get("protocol") else "")
+                for entry in doc["workers_now"]
+            )
         )
     lines.append(
         "Links: "

@@ -459,7 +459,9 @@ class RangeReader:
     def _fetch(self, start, length):
         self.requests += 1
         try:
-            with _open(self.url, self.headers, start, self.timeout, self.validate_certs, end=start + length - 1) as reply:
+            with _open(
+                self.url, self.headers, start, self.timeout, self.validate_certs, end=start + length - 1
+            ) as reply:
                 if reply.status == 206:
                     content_range = reply.headers.get("Content-Range", "")
                     if not content_range.startswith(f"bytes {start}-"):

@@ -264,7 +264,9 @@ def main():
         summary = params["model"] or planner.summarize(gguf.read_model(params["model_path"]))
         missing = sorted(set(MODEL_KEYS) - set(summary))
         if missing:
-            module.fail_json(msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_place returns with fetch=false")
+            module.fail_json(
+                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_place returns with fetch=false"
+            )
         result = planner.plan(
             summary,
             workers,

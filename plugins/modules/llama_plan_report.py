@@ -79,10 +79,10 @@ options:
     elements: str
     default: []
   links:
-    description: Per host, the bandwidth of its link in Mbit/s (C(playbooks/plan.yml) gives each host's
-      C(llamarpc_plan_link_mbit)); null or missing - O(link_mbit).
+    description:
+      - Per host, the bandwidth of its link in Mbit/s; null or missing - O(link_mbit).
+      - Default - each inventory host's variable C(llamarpc_plan_link_mbit), where it is set.
     type: dict
-    default: {}
   workers:
     description: The memory planner's candidate workers (C(name), C(rtt_ms)); a worker's C(rtt_ms) (the TCP connect time
       to an RPC worker already running, measured by M(llamarpc.cluster.rpc_endpoint_facts)) is its measured round
