@@ -335,8 +335,9 @@ per_host:
       actions: [fetch m-00002-of-00002.gguf]
 model:
   description:
-    - With O(fetch=false), the model as M(llamarpc.cluster.llama_cluster_plan) plans it (its O(llamarpc.cluster.llama_cluster_plan#module:model)),
-      read from the shards' GGUF headers - layer count, weight bytes per layer, KV heads and sizes.
+    - With O(fetch=false), the model as M(llamarpc.cluster.llama_cluster_plan) plans it (its
+      O(llamarpc.cluster.llama_cluster_plan#module:model)), read from the shards' GGUF headers - layer count, weight
+      bytes per layer, KV heads and sizes.
   returned: when O(fetch=false)
   type: dict
   sample: {"architecture": "llama", "n_layer": 8, "weight_bytes": 13107200}

@@ -177,7 +177,6 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_p
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 
-
 # What the planner reads of a model summary (_cluster_plan.summarize).
 MODEL_KEYS = ("n_layer", "n_head_kv", "head_k", "head_v", "layer_bytes", "output_bytes", "embedding_bytes")
 
