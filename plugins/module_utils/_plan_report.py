@@ -125,6 +125,7 @@ def build(
         "coordinator": coordinator,
         "model": {
             **{key: model.get(key) for key in ("name", "architecture", "n_layer", "n_embd", "weight_bytes")},
+            "summary": model,
             "shards": [{"name": shard["name"], "size": int(shard["size"])} for shard in shards],
             "header_reads": list(header_reads),
         },

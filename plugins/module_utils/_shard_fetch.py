@@ -420,7 +420,7 @@ class RangeReader:
     ``requests`` and ``received`` count what crossed the network.
     """
 
-    def __init__(self, url, *, headers=None, timeout=60, validate_certs=True, window=256 << 10, max_window=64 << 20):
+    def __init__(self, url, *, headers=None, timeout=60, validate_certs=True, window=64 << 10, max_window=64 << 20):
         self.url = url
         self.headers = headers
         self.timeout = timeout
@@ -486,7 +486,7 @@ class RangeReader:
         return block
 
 
-def read_headers(shards, *, headers=None, timeout=60, validate_certs=True, window=256 << 10):
+def read_headers(shards, *, headers=None, timeout=60, validate_certs=True, window=64 << 10):
     """The GGUF headers of a model's shards (in order, shard 1 first), none of their tensor data: a shard with
     ``src_controller`` is read from that local file, one with ``url`` by growing Range requests.
 
