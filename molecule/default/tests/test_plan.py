@@ -34,7 +34,8 @@ def playbook(name, *extra, log):
 
 
 def recap(output):
-    return {host: tuple(int(n) for n in numbers) for host, *numbers in RECAP.findall(output)}
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    return {host: tuple(int(n) for n in numbers) for host, *numbers in RECAP.findall(plain)}
 
 
 @pytest.fixture(scope="module")
