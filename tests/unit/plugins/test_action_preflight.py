@@ -42,15 +42,24 @@ def site_plays():
     return yaml.safe_load((REPO / "playbooks/site.yml").read_text(encoding="utf-8"))
 
 
+def test_site_and_plan_start_with_the_one_preflight():
+    for playbook in ("site.yml", "plan.yml"):
+        first = yaml.safe_load((REPO / "playbooks" / playbook).read_text(encoding="utf-8"))[0]
+        assert first["ansible.builtin.import_playbook"] == "preflight.yml", playbook
+
+
 def preflight_task():
-    tasks = [task for task in site_plays()[0]["tasks"] if "llamarpc.cluster.preflight" in task]
+    play = yaml.safe_load((REPO / "playbooks/preflight.yml").read_text(encoding="utf-8"))[0]
+    tasks = [task for task in play["tasks"] if "llamarpc.cluster.preflight" in task]
     assert len(tasks) == 1
     return tasks[0]["llamarpc.cluster.preflight"]
 
 
 def test_site_checks_every_role_of_its_plays_on_the_plays_hosts():
     wanted = {}
-    for play in site_plays()[1:]:
+    for play in site_plays():
+        if "ansible.builtin.import_playbook" in play:
+            continue
         for role in play.get("roles", []):
             name = (role["role"] if isinstance(role, dict) else role).removeprefix(COLLECTION)
             wanted.setdefault(name, set()).add(play["hosts"])

@@ -409,7 +409,7 @@ def test_the_known_list_holds_no_role_option_twice_and_no_stale_name():
         path.read_text(encoding="utf-8")
         for pattern in ("roles/**/*", "playbooks/*.yml", "playbooks/tasks/*.yml", "plugins/modules/*.py", "README.md")
         for path in REPO.glob(pattern)
-        if path.is_file() and path.name != "preflight.yml"
+        if path.is_file() and (path.name != "preflight.yml" or path == REPO / "playbooks/preflight.yml")
     )
     stale = [name for name in names if not re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])", texts)]
     assert stale == []
