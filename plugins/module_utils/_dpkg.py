@@ -71,9 +71,7 @@ def simulated(output):
     for line in output.splitlines():
         match = _INST.match(line)
         if match:
-            packages.append(
-                {"name": match["name"], "version": match["version"], "upgrade": match["old"] is not None}
-            )
+            packages.append({"name": match["name"], "version": match["version"], "upgrade": match["old"] is not None})
     return packages
 
 

@@ -14,10 +14,10 @@ version_added: 0.1.0
 description:
   - In a real run, exactly M(ansible.builtin.apt) with O(name), O(update_cache), O(cache_valid_time) and
     O(install_recommends) and C(state=present) (which installs python3-apt itself when the host lacks it).
-  - In check mode, M(ansible.builtin.apt) fails on a host without python3-apt (a fresh Debian host): "python3-apt must
-    be installed to use check mode". This module answers from C(dpkg-query) instead (which of the names are not
-    installed) and C(apt-get install --simulate) (what they would pull in), on every host alike, with or without
-    python3-apt. Nothing is written, not even apt's binary caches.
+  - In check mode, M(ansible.builtin.apt) fails on a host without python3-apt (a fresh Debian host) with
+    C(python3-apt must be installed to use check mode). This module answers from C(dpkg-query) instead (which of
+    the names are not installed) and C(apt-get install --simulate) (what they would pull in), on every host alike,
+    with or without python3-apt. Nothing is written, not even apt's binary caches.
   - In check mode the package lists are the ones the host has now (a real run refreshes them first with
     O(update_cache)); when the simulation cannot resolve a name against them, the task still reports the names that
     are not installed, and says why the dependencies are not known.
