@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
-INSTALLERS = {"ansible.builtin.apt", "ansible.builtin.package"}
+INSTALLERS = {"ansible.builtin.apt", "ansible.builtin.package", "llamarpc.cluster.apt_packages"}
 
 
 def defaults(role):
