@@ -12,12 +12,14 @@ from labtest import INVENTORY, host_state, lab, state_changes
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 HOSTS = RUNNER.get_hosts("all")
 RECORD = Path(INVENTORY).parent / "site-check.json"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @pytest.fixture(scope="module")
 def check_run():
     assert RECORD.exists(), f"{RECORD} is missing: converge did not run site.yml --check"
-    return json.loads(RECORD.read_text())
+    run = json.loads(RECORD.read_text())
+    return {**run, "stdout": ANSI.sub("", run["stdout"])}
 
 
 def test_check_mode_exits_0_on_every_host(check_run):
