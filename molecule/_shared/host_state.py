@@ -18,7 +18,7 @@ import stat
 import subprocess
 import sys
 
-SCOPE = ["/etc", "/opt", "/usr/local", "/var/lib", "/var/cache", "/srv", "/data", "/home", "/root"]
+SCOPE = ("/etc", "/opt", "/usr/local", "/var/lib", "/var/cache", "/srv", "/data", "/home", "/root")
 # Paths that change without anyone changing the host: the record itself, sudo's per-login timestamps, Ansible's
 # temporary files of the connecting user, systemd's random seed and timer stamps.
 SKIP = re.compile(
