@@ -53,6 +53,35 @@ def before_converge(host):
     return json.loads(record.content_string)
 
 
+#: Written by molecule/_shared/bare_record.yml with bare_record_label (host_state.py): packages, units and files.
+STATE_RECORD = "/var/lib/llamarpc-test/state-{label}.json"
+
+
+def host_state(host, label):
+    """The record of a host's packages, unit files, running units and files taken under ``label`` (a missing record
+    fails the test: the step that takes it did not run)."""
+    path = STATE_RECORD.format(label=label)
+    record = host.file(path)
+    assert record.exists, f"{path} is missing on {host.backend.get_hostname()}: the record was not taken"
+    return json.loads(record.content_string)
+
+
+def state_changes(before, after):
+    """What differs between two host_state records, one line each: an empty list means nothing changed."""
+    changes = []
+    for key in ("packages", "unit_files", "files"):
+        old, new = before[key], after[key]
+        changes.extend(
+            f"{key}: {name}: {old.get(name)} -> {new.get(name)}"
+            for name in sorted(old.keys() | new.keys())
+            if old.get(name) != new.get(name)
+        )
+    old, new = set(before["running_units"]), set(after["running_units"])
+    changes.extend(f"running_units: {name} stopped" for name in sorted(old - new))
+    changes.extend(f"running_units: {name} started" for name in sorted(new - old))
+    return changes
+
+
 def ansible_env(**extra):
     """Environment for ansible/ansible-playbook run by a test against the lab."""
     return {

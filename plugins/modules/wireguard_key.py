@@ -31,7 +31,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Predicts C(changed); a key that does not exist yet has no public key in check mode (V(null)).
+    details: Predicts C(changed); a key that does not exist yet has no public key in check mode (V(null)), and then
+      neither C(wg) nor the key's directory need exist yet (a fresh host).
   diff_mode:
     support: none
 seealso:
@@ -87,9 +88,9 @@ def main():
     )
     path = module.params["path"]
     result = {"changed": False, "path": path, "public_key": None}
-    wg = module.get_bin_path("wg", required=True)
 
     if os.path.exists(path):
+        wg = module.get_bin_path("wg", required=True)
         with open(path, encoding="ascii", errors="replace") as handle:
             private = handle.read().strip()
         if not is_key(private):
@@ -101,12 +102,15 @@ def main():
         module.exit_json(**result)
 
     directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        module.fail_json(msg=f"directory {directory} of the key file does not exist", **result)
     result["changed"] = True
+    # On a fresh host in check mode neither wg (installed by the run) nor the key's directory (created by the run)
+    # need be there yet.
     if module.check_mode:
         module.exit_json(**result)
+    if not os.path.isdir(directory):
+        module.fail_json(msg=f"directory {directory} of the key file does not exist", **result)
 
+    wg = module.get_bin_path("wg", required=True)
     rc, out, err = module.run_command([wg, "genkey"])
     private = out.strip()
     if rc != 0 or not is_key(private):

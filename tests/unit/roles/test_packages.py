@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
-INSTALLERS = {"ansible.builtin.apt", "ansible.builtin.package"}
+INSTALLERS = {"ansible.builtin.apt", "ansible.builtin.package", "llamarpc.cluster.apt_packages"}
 
 
 def defaults(role):
@@ -64,6 +64,6 @@ def test_the_lab_repository_serves_every_role_package(role, variable, packages):
 def test_installs_are_explicit_about_recommends_and_refresh_the_package_lists():
     # A fresh cloud image has empty package lists, and recommended packages would make the lab and the field differ.
     for path, task, args in install_tasks():
-        if "ansible.builtin.apt" in task:
+        if "ansible.builtin.apt" in task or "llamarpc.cluster.apt_packages" in task:
             assert args.get("update_cache") is True, f"{path}: {task['name']}"
             assert args.get("install_recommends") is False, f"{path}: {task['name']}"

@@ -80,3 +80,16 @@ def test_a_file_that_is_not_a_key_is_not_overwritten(run_module, wg, tmp_path):
 def test_missing_directory(run_module, wg, tmp_path):
     result = run_module(wireguard_key, {"path": str(tmp_path / "absent" / "wg0.key")})
     assert result.failed and "does not exist" in result.result["msg"]
+
+
+def test_check_mode_on_a_fresh_host_needs_neither_wg_nor_the_directory(run_module, tmp_path, monkeypatch):
+    # A fresh host in check mode: wireguard-tools not installed yet, the key's directory not created yet.
+    def no_wg(self, name, required=False):
+        if required:
+            self.fail_json(msg=f"Failed to find required executable {name!r}")
+
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", no_wg)
+    path = tmp_path / "absent" / "wg0.key"
+    result = run_module(wireguard_key, {"path": str(path)}, check_mode=True)
+    assert not result.failed and result.result["changed"] and result.result["public_key"] is None
+    assert not (tmp_path / "absent").exists()
