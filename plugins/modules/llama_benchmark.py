@@ -15,8 +15,8 @@ description:
     completions for every prompt and output length (repeated) and, optionally, several clients at once, then stops it.
   - With O(proxy_delay_ms) above 0, every RPC worker is reached through a userspace delaying TCP proxy (a second
     transient unit on the same host) that adds twice that delay to each round trip (netem is not in every kernel).
-  - With O(mode=profile) (where the model is) reads the GGUF header of O(model) and returns its proportions: token
-    embedding, tensors at or under the RPC tensor cache's 10 MiB threshold, weights read per token, logits per token.
+  - With O(mode=profile) (where the model is) reads the GGUF header of O(model) and returns its proportions (token
+    embedding, tensors at or under the RPC tensor cache's 10 MiB threshold, weights read per token, logits per token).
   - With O(mode=report) (on the controller) writes C(results.json), C(report.md) and C(chart.png) (matplotlib) into
     O(results_dir), with the ratios between configurations, the performance model's predictions and, given
     O(model_profile), the model's proportions against the seed's Qwen2.5-32B Q4_K_M (computed from its shapes).
