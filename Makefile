@@ -41,7 +41,7 @@ else
 	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
 endif
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml $(BENCH_VARS:%=-e @%)
-	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml -e llama_benchmark_shared_bandwidth_nodes=1 \
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml $(BENCH_VARS:%=-e @%) -e llama_benchmark_shared_bandwidth_nodes=1 \
 		-e llama_benchmark_results_dir=$(CURDIR)/benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-$(BENCH_MODEL) \
 		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": [$(subst $(space),$(comma),$(BENCH_VARS:%="$(CURDIR)/%"))]}' $(BENCH_ARGS)
 
