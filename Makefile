@@ -15,6 +15,9 @@ SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 LANES ?= "cluster default controller_user" "lsyncd shards mesh" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
+comma := ,
+empty :=
+space := $(empty) $(empty)
 
 .PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
 
@@ -23,16 +26,26 @@ demo: setup
 	$(PLAYBOOK) playbooks/demo.yml -e llamarpc_mesh_provider=$(MESH)
 
 # The benchmark on its own lab (benchmarks/lab.yml: six hosts, coordinator link capped at 100 Mbit/s): cluster
-# deployed with the `cache` model, then playbooks/benchmark.yml; report in benchmarks/results/<time>/. Not part of
-# `make test`. BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5). `make bench-down` removes the lab.
+# deployed with the model BENCH_MODEL, then playbooks/benchmark.yml; report in benchmarks/results/<time>/. Not part of
+# `make test`. BENCH_MODEL is `cache` (tools/tiny_gguf.py's preset: synthetic, every block matrix over the RPC tensor
+# cache's 10 MiB) or `real` (Gemma 3 270M Q4_K_M from PyPI, playbooks/real_model.yml; its settings in
+# benchmarks/real.yml). BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5). `make bench-down` removes
+# the lab.
 BENCH_INVENTORY := inventories/bench/hosts.yml
+BENCH_MODEL ?= cache
+BENCH_VARS := benchmarks/cluster.yml $(if $(filter real,$(BENCH_MODEL)),benchmarks/real.yml)
 bench: setup
+	@case "$(BENCH_MODEL)" in cache|real) ;; *) echo "BENCH_MODEL is cache or real, not $(BENCH_MODEL)" >&2; exit 2;; esac
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml -e @benchmarks/lab.yml
-	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset cache --shards 2 >/dev/null
-	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml -e @benchmarks/cluster.yml
-	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml -e llama_benchmark_shared_bandwidth_nodes=1 \
-		-e llama_benchmark_results_dir=$(CURDIR)/benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ) \
-		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": ["$(CURDIR)/benchmarks/cluster.yml"]}' $(BENCH_ARGS)
+ifeq ($(BENCH_MODEL),real)
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/real_model.yml
+else
+	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
+endif
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml $(BENCH_VARS:%=-e @%)
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml $(BENCH_VARS:%=-e @%) -e llama_benchmark_shared_bandwidth_nodes=1 \
+		-e llama_benchmark_results_dir=$(CURDIR)/benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-$(BENCH_MODEL) \
+		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": [$(subst $(space),$(comma),$(BENCH_VARS:%="$(CURDIR)/%"))]}' $(BENCH_ARGS)
 
 bench-down:
 	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml -e @benchmarks/lab.yml

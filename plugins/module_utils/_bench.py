@@ -15,6 +15,8 @@ import urllib.request
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import comparison_lines
+
 #: A prompt word that the tiny models' tokenizers and real ones both turn into about one token.
 PROMPT_WORD = " the"
 
@@ -236,8 +238,9 @@ def _fmt(value, digits=2):
     return str(value)
 
 
-def markdown_report(results, ratios, meta, links=(), rerun=None):
-    """The results table (like the seed's), the ratios, the model's predictions and the link figures, as Markdown."""
+def markdown_report(results, ratios, meta, links=(), rerun=None, models=None):
+    """The results table (like the seed's), the ratios, the model's predictions and the link figures, as Markdown;
+    with ``models`` (the model's profile and a reference's), the two models' proportions side by side."""
     lines = [f"# Benchmark {meta.get('title', '')}".rstrip(), ""]
     for key in sorted(meta):
         if key != "title":
@@ -284,6 +287,8 @@ def markdown_report(results, ratios, meta, links=(), rerun=None):
         for r in parallel:
             for p in r["parallel_runs"]:
                 lines.append(f"| {r['name']} | {p['clients']} | {_fmt(p['aggregate_per_second'])} |")
+    if models:
+        lines += comparison_lines(*models)
     if rerun:
         lines += rerun_lines(rerun)
     return "\n".join(lines) + "\n"

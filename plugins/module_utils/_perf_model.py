@@ -5,14 +5,20 @@
 """Performance model: generation tokens/s of a plan from link figures and each node's memory bandwidth.
 
 Generating one token reads every weight once (memory bound) and, per RPC worker, crosses the link a fixed number
-of times. For the layer split the nodes work one after another::
+of times and the logits come back to the coordinator. For the layer split the nodes work one after another and the
+last worker holds the output layer::
 
     t_token = sum_i(bytes_i / bw_i) + sum_workers(round_trips * rtt_w + activation_bytes / throughput_w)
+              + logits_bytes / throughput_last
 
 For the tensor split (``-sm tensor``) every node reads its slice in parallel, but each layer ends with a
-synchronisation through the coordinator (two per layer: attention and feed-forward)::
+synchronisation through the coordinator (two per layer: attention and feed-forward), and each worker sends its share
+of the logits (taken as even)::
 
-    t_token = max_i(bytes_i / bw_i) + layers * syncs_per_layer * max_w(rtt_w)
+    t_token = max_i(bytes_i / bw_i) + layers * syncs_per_layer * max_w(rtt_w) + sum_w(logits_bytes / n / throughput_w)
+
+A worker without a throughput (the coordinator's own host, loopback) costs no transfer time. The logits are what a
+real model's large vocabulary adds (Gemma 3: 1 MiB per token, f32), next to the hidden state (a few KiB).
 
 Nodes that share one machine's memory (the lab) cannot exceed its aggregate bandwidth: the compute term is at
 least ``sum(bytes) / shared_bandwidth`` when that is given.
@@ -34,11 +40,12 @@ def predict(
     shared_bandwidth=0.0,
     round_trips=LAYER_ROUND_TRIPS,
     syncs_per_layer=TENSOR_SYNCS_PER_LAYER,
+    logits_bytes=0,
 ):
     """Predicted seconds per token and tokens/s.
 
     ``nodes``: list of dicts ``{name, bytes, bandwidth}`` (weights read per token, bytes/s) and, for RPC
-    workers, ``rtt`` (seconds) and ``throughput`` (bytes/s). Returns a dict with ``seconds_per_token``,
+    workers in their order, ``rtt`` (seconds) and ``throughput`` (bytes/s). Returns a dict with ``seconds_per_token``,
     ``tokens_per_second`` and the terms (``compute``, ``network``) so the planner can explain its choice.
     """
     if split_mode not in ("layer", "tensor", "none"):
@@ -56,14 +63,15 @@ def predict(
     if split_mode == "tensor":
         compute = max(times)
         network = layers * syncs_per_layer * max((float(w["rtt"]) for w in workers), default=0.0)
+        network += sum(_transfer(logits_bytes / len(workers), w) for w in workers)
     else:
         compute = sum(times)
         network = 0.0
         for w in workers:
-            throughput = float(w.get("throughput") or 0)
             network += round_trips * float(w["rtt"])
-            if throughput > 0:
-                network += activation_bytes / throughput
+            network += _transfer(activation_bytes, w)
+        if workers:
+            network += _transfer(logits_bytes, workers[-1])
     if shared_bandwidth and shared_bandwidth > 0:
         compute = max(compute, total / float(shared_bandwidth))
     seconds = compute + network
@@ -73,6 +81,12 @@ def predict(
         "compute_seconds": compute,
         "network_seconds": network,
     }
+
+
+def _transfer(size, worker):
+    """Seconds to move ``size`` bytes over a worker's link (0 when its throughput is not known)."""
+    throughput = float(worker.get("throughput") or 0)
+    return size / throughput if throughput > 0 and size else 0.0
 
 
 def effective_bandwidth(model_bytes, tokens_per_second):

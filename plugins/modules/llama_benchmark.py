@@ -8,15 +8,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: llama_benchmark
-short_description: Benchmark one llama-server configuration, or write the benchmark report
+short_description: Benchmark one llama-server configuration, profile the model, or write the benchmark report
 description:
   - With O(mode=run) (on the coordinator) starts C(llama-server) as a transient systemd unit with the given RPC
     workers, split mode, threads and slots, times the model load until C(/health) answers 200, runs greedy
     completions for every prompt and output length (repeated) and, optionally, several clients at once, then stops it.
   - With O(proxy_delay_ms) above 0, every RPC worker is reached through a userspace delaying TCP proxy (a second
     transient unit on the same host) that adds twice that delay to each round trip (netem is not in every kernel).
+  - With O(mode=profile) (where the model is) reads the GGUF header of O(model) and returns its proportions (token
+    embedding, tensors at or under the RPC tensor cache's 10 MiB threshold, weights read per token, logits per token).
   - With O(mode=report) (on the controller) writes C(results.json), C(report.md) and C(chart.png) (matplotlib) into
-    O(results_dir), with the ratios between configurations and the performance model's predictions.
+    O(results_dir), with the ratios between configurations, the performance model's predictions and, given
+    O(model_profile), the model's proportions against the seed's Qwen2.5-32B Q4_K_M (computed from its shapes).
 version_added: 0.1.0
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -29,9 +32,9 @@ attributes:
     support: none
 options:
   mode:
-    description: C(run) one configuration, or write the C(report).
+    description: C(run) one configuration, C(profile) the model, or write the C(report).
     type: str
-    choices: [run, report]
+    choices: [run, profile, report]
     default: run
   name:
     description: Name of the configuration (O(mode=run)).
@@ -41,7 +44,7 @@ options:
     description: Path of C(llama-server) (O(mode=run)).
     type: path
   model:
-    description: Shard 1 (or the only file) of the model (O(mode=run)).
+    description: Shard 1 (or the only file) of the model (O(mode=run) and O(mode=profile)).
     type: path
   rpc:
     description: RPC workers as C(host:port); empty runs a single process (C(--device none -ngl 0)).
@@ -143,17 +146,32 @@ options:
     elements: dict
     default: []
   model_bytes:
-    description: Weight bytes for the performance model (0 = no predictions).
+    description:
+      - Weight bytes read per token for the performance model when O(model_profile) is not given (0 = no predictions).
     type: int
     default: 0
+  model_profile:
+    description:
+      - The model's proportions, as O(mode=profile) returns them (O(mode=report)). The performance model takes the
+        weights read per token, the hidden state and the logits per token and the layer count from it, and the report
+        compares them with Qwen2.5-32B Q4_K_M.
+    type: dict
+    default: {}
+  endpoints:
+    description:
+      - RPC endpoint (C(host:port)) of each inventory host (O(mode=report)). A worker's link throughput for the
+        performance model is the O(links) figure of kind C(raw TCP) from that host (none for a worker without one,
+        such as the coordinator's own host).
+    type: dict
+    default: {}
   calibration:
     description: Name of the single-process configuration that calibrates the memory bandwidth.
     type: str
     default: single
   layers:
-    description: Layers of the model (performance model, tensor split).
+    description: Layers of the model (performance model, tensor split); 0 takes them from O(model_profile), else 1.
     type: int
-    default: 1
+    default: 0
   shared_bandwidth_nodes:
     description: Nodes that share one machine's memory bandwidth (the lab; 0 = independent machines).
     type: int
@@ -177,9 +195,16 @@ EXAMPLES = r"""
     proxy_delay_ms: 5
   register: layer_10ms
 
+- name: Proportions of the model (GGUF header only)
+  llamarpc.cluster.llama_benchmark:
+    mode: profile
+    model: /data/models/m-00001-of-00002.gguf
+  register: model_profile
+
 - name: Report
   llamarpc.cluster.llama_benchmark:
     mode: report
+    model_profile: "{{ model_profile.profile }}"
     results: ["{{ single.result }}", "{{ layer_10ms.result }}"]
     ratios:
       - {name: distributed/single, metric: generation_tps, numerator: layer-10ms, denominator: single, target: 0.95}
@@ -203,6 +228,20 @@ result:
     summary:
       description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread).
       type: dict
+profile:
+  description: The model's proportions (O(mode=profile)).
+  returned: mode is profile
+  type: dict
+  contains:
+    weight_bytes: {description: Bytes of all weights., type: int}
+    embedding_share: {description: Share of the token embedding in the weights., type: float}
+    tied_output: {description: Whether the output matrix is the token embedding., type: bool}
+    small_tensors: {description: Tensors at or under the RPC tensor cache's threshold (10 MiB)., type: int}
+    read_per_token_bytes: {description: Weights read per generated token (what the workers hold)., type: int}
+    warm_load_bytes: {description: Workers' weights sent again on a warm load (not cached)., type: int}
+    logits_bytes: {description: Logits per generated token (f32)., type: int}
+  sample: {name: gemma-3-270m-q4_k_m, n_layer: 18, weight_bytes: 246587904, embedding_share: 0.723, tied_output: true,
+           small_tensors: 235, tensor_count: 236, logits_bytes: 1048576}
 report:
   description: The report (O(mode=report)).
   returned: mode is report
@@ -211,6 +250,10 @@ report:
     files: {description: Files written., type: list, elements: str}
     ratios: {description: Ratios with their values and whether the targets are met., type: list, elements: dict}
     results: {description: Results with predictions added., type: list, elements: dict}
+    models:
+      description: The model's proportions and the reference's (Qwen2.5-32B Q4_K_M), or null without O(model_profile).
+      type: list
+      elements: dict
     rerun:
       description:
         - The no-op rerun (from O(rerun)) - C(seconds), C(changed), C(met), C(kinds), C(plays), C(roles), the slowest
@@ -236,6 +279,8 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     wait_healthy,
     write_chart,
 )
+from ansible_collections.llamarpc.cluster.plugins.module_utils._gguf_header import SPLIT_NAME, GGUFError, read_model
+from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import profile, reference_profile
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import effective_bandwidth, predict
 
 SERVER_UNIT = "llamarpc-bench-server"
@@ -361,23 +406,53 @@ class Bench:
             result["summary"]["aggregate_tps"] = max(r["aggregate_per_second"] for r in result["parallel_runs"])
         self.m.exit_json(changed=True, result=result)
 
-    def add_predictions(self, results):
+    def profile(self):
+        if not self.p["model"]:
+            self.m.fail_json(msg="mode=profile needs model")
+        name = os.path.basename(self.p["model"])
+        match = SPLIT_NAME.match(name)
+        try:
+            tensors = read_model(self.p["model"])["tensors"]
+            result = profile(tensors, match.group("prefix") if match else name.removesuffix(".gguf"))
+        except (GGUFError, OSError, ValueError) as exc:
+            self.m.fail_json(msg=f"cannot profile {self.p['model']}: {exc}")
+        self.m.exit_json(changed=False, profile=result)
+
+    def add_predictions(self, results, links):
         p = self.p
+        prof = p["model_profile"]
+        read_bytes = prof.get("read_per_token_bytes") or p["model_bytes"]
         by_name = {r["name"]: r for r in results}
         calib = by_name.get(p["calibration"])
-        if not p["model_bytes"] or not calib or not calib.get("summary", {}).get("generation_tps"):
+        if not read_bytes or not calib or not calib.get("summary", {}).get("generation_tps"):
             return
-        bandwidth = effective_bandwidth(p["model_bytes"], calib["summary"]["generation_tps"])
+        bandwidth = effective_bandwidth(read_bytes, calib["summary"]["generation_tps"])
+        hosts = {endpoint: host for host, endpoint in p["endpoints"].items()}
+        throughput = {}
+        for link in links:  # the first raw TCP figure from each host (to the coordinator)
+            if link.get("kind") == "raw TCP":
+                throughput.setdefault(link.get("from"), float(link.get("mb_per_s") or 0) * 1e6)
+        layers = p["layers"] or prof.get("n_layer") or 1
         for r in results:
             workers = r.get("rpc") or []
             rtt = 2 * float(r.get("proxy_delay_ms") or 0) / 1000.0 + float(r.get("link_rtt") or 0)
             if workers:
-                share = p["model_bytes"] / len(workers)
+                share = read_bytes / len(workers)
                 nodes = [{"name": w, "bytes": share, "bandwidth": bandwidth, "rtt": rtt} for w in workers]
+                for node in nodes:
+                    node["throughput"] = throughput.get(hosts.get(node["name"]))
             else:
-                nodes = [{"name": "single", "bytes": p["model_bytes"], "bandwidth": bandwidth}]
+                nodes = [{"name": "single", "bytes": read_bytes, "bandwidth": bandwidth}]
             shared = bandwidth if p["shared_bandwidth_nodes"] else 0.0
-            model = predict(nodes, r.get("split_mode", "layer"), layers=p["layers"], shared_bandwidth=shared)
+            model = predict(
+                nodes,
+                r.get("split_mode", "layer"),
+                layers=layers,
+                shared_bandwidth=shared,
+                # The hidden state goes to each worker and comes back; the logits come from the output layer's.
+                activation_bytes=2 * prof.get("activation_bytes", 0),
+                logits_bytes=prof.get("logits_bytes", 0),
+            )
             s = r.setdefault("summary", {})
             s["predicted_tps"] = model["tokens_per_second"]
             s["predicted_compute_s"] = model["compute_seconds"]
@@ -391,8 +466,9 @@ class Bench:
         if not p["results_dir"]:
             self.m.fail_json(msg="mode=report needs results_dir")
         results = [dict(r) for r in p["results"]]
-        self.add_predictions(results)
         links = [dict(link) for link in p["links"]]
+        self.add_predictions(results, links)
+        models = (p["model_profile"], reference_profile()) if p["model_profile"] else None
         ratios = ratio_rows(
             results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
         )
@@ -415,18 +491,19 @@ class Bench:
             )
         paths = [os.path.join(p["results_dir"], n) for n in ("results.json", "report.md", "chart.png")]
         report = {"files": paths, "ratios": ratios, "results": results, "links": links, "rerun": rerun}
+        report["models"] = models
         if self.m.check_mode:
             self.m.exit_json(changed=True, report=report)
         os.makedirs(p["results_dir"], exist_ok=True)
         with open(paths[0], "w", encoding="utf-8") as handle:
             json.dump(
-                {"meta": p["meta"], "results": results, "ratios": ratios, "links": links, "rerun": rerun},
+                {"meta": p["meta"], **{key: value for key, value in report.items() if key != "files"}},
                 handle,
                 indent=2,
                 sort_keys=True,
             )
         with open(paths[1], "w", encoding="utf-8") as handle:
-            handle.write(markdown_report(results, ratios, p["meta"], links, rerun))
+            handle.write(markdown_report(results, ratios, p["meta"], links, rerun, models))
         warnings = []
         if not write_chart(results, paths[2]):
             paths.pop()
@@ -434,14 +511,14 @@ class Bench:
         for w in warnings:
             self.m.warn(w)
         self.m.exit_json(
-            changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"], links, rerun)
+            changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"], links, rerun, models)
         )
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "mode": {"type": "str", "choices": ["run", "report"], "default": "run"},
+            "mode": {"type": "str", "choices": ["run", "profile", "report"], "default": "run"},
             "name": {"type": "str", "default": "bench"},
             "server_bin": {"type": "path"},
             "model": {"type": "path"},
@@ -466,8 +543,10 @@ def main():
             "links": {"type": "list", "elements": "dict", "default": []},
             "rerun": {"type": "dict", "default": {}},
             "model_bytes": {"type": "int", "default": 0},
+            "model_profile": {"type": "dict", "default": {}},
+            "endpoints": {"type": "dict", "default": {}},
             "calibration": {"type": "str", "default": "single"},
-            "layers": {"type": "int", "default": 1},
+            "layers": {"type": "int", "default": 0},
             "shared_bandwidth_nodes": {"type": "int", "default": 0},
             "meta": {"type": "dict", "default": {}},
             "results_dir": {"type": "path"},
@@ -477,6 +556,8 @@ def main():
     bench = Bench(module)
     if module.params["mode"] == "report":
         bench.report()
+    elif module.params["mode"] == "profile":
+        bench.profile()
     else:
         bench.run()
 

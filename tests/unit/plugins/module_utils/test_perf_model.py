@@ -60,3 +60,19 @@ def test_calibration_and_errors():
         pm.predict([])
     with pytest.raises(ValueError, match="calibration"):
         pm.effective_bandwidth(0, 1)
+
+
+def test_logits_cross_the_output_workers_link_only():
+    # A Gemma-sized vocabulary: 1 MiB of f32 logits per token, over a 12.5 MB/s (100 Mbit/s) link.
+    logits = 262144 * 4
+    slow = [
+        {"name": "local", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0},  # the coordinator's own host: no link
+        {"name": "far", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0, "throughput": 12.5e6},
+    ]
+    out = pm.predict(slow, "layer", logits_bytes=logits)
+    assert out["network_seconds"] == pytest.approx(logits / 12.5e6)
+    # The output layer on the coordinator's own host: nothing crosses a link.
+    assert pm.predict(slow[::-1], "layer", logits_bytes=logits)["network_seconds"] == 0
+    # Tensor split: each worker sends its half of the logits.
+    assert pm.predict(slow, "tensor", logits_bytes=logits)["network_seconds"] == pytest.approx(logits / 2 / 12.5e6)
+    assert pm.predict(slow, "layer")["network_seconds"] == 0

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import tiny_gguf
+
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_benchmark as mod
 
 RESULTS = [
@@ -115,3 +118,51 @@ def test_report_lists_links_and_ratios_between_them(run_module, tmp_path):
     report = (tmp_path / "r" / "report.md").read_text()
     assert "| sshfs node2 | SSHFS | node2 -> node1 | 8.0 | 9.00 |" in report
     assert "| sshfs/tcp | 0.750 | >= 0.80 | NO |" in report
+
+
+def test_profile_mode_reads_the_header_of_every_shard(run_module, tmp_path):
+    made = tiny_gguf.generate(tmp_path, preset="tiny", shards=3)
+    out = run_module(mod, {"mode": "profile", "model": made["files"][0]["path"]})
+    assert not out.failed and out.result["changed"] is False
+    got = out.result["profile"]
+    assert got["name"] == "llamarpc-tiny-seed0"
+    assert got["tensor_count"] == tiny_gguf.PRESETS["tiny"].tensor_count  # all three shards
+    assert (got["n_layer"], got["logits_bytes"]) == (8, 1024 * 4)
+    (tmp_path / made["files"][2]["name"]).unlink()
+    out = run_module(mod, {"mode": "profile", "model": made["files"][0]["path"]})
+    assert out.failed and "missing shard" in out.result["msg"]
+
+
+def test_report_predicts_the_logits_over_the_output_workers_link_and_compares_with_32b(run_module, tmp_path):
+    # A Gemma-sized vocabulary: 1 MiB of logits per token; node2's link 12.5 MB/s, node1 is the coordinator itself.
+    model = {"name": "gemma", "read_per_token_bytes": 250_000_000, "n_layer": 18, "logits_bytes": 1 << 20,
+             "activation_bytes": 2560, "weight_bytes": 250_000_000, "embedding_bytes": 178_000_000,
+             "embedding_share": 0.712, "tied_output": True, "small_tensors": 235, "tensor_count": 236,
+             "small_bytes": 72_000_000, "small_share": 0.288, "offloaded_bytes": 250_000_000,
+             "warm_load_bytes": 72_000_000, "warm_load_share": 0.288}  # fmt: skip
+    results = [
+        RESULTS[0],
+        {"name": "far", "rpc": ["10.0.0.2:50052"], "split_mode": "layer", "summary": {"generation_tps": 5.0}},
+        {"name": "near", "rpc": ["10.0.0.1:50052"], "split_mode": "layer", "summary": {"generation_tps": 9.0}},
+    ]
+    links = [{"name": "tcp node2", "kind": "raw TCP", "from": "node2", "to": "node1", "mb_per_s": 12.5}]
+    out = run_module(
+        mod,
+        {
+            "mode": "report",
+            "results": results,
+            "links": links,
+            "model_profile": model,
+            "endpoints": {"node1": "10.0.0.1:50052", "node2": "10.0.0.2:50052"},
+            "results_dir": str(tmp_path / "r"),
+        },
+    )
+    assert not out.failed, out.result
+    by_name = {r["name"]: r["summary"] for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"]}
+    # Calibrated on single: 0.1 s per token. node2's link adds the logits (and twice the hidden state) at 12.5 MB/s.
+    far = 0.1 + ((1 << 20) + 2 * 2560) / 12.5e6
+    assert by_name["far"]["predicted_tps"] == pytest.approx(1 / far)
+    assert by_name["near"]["predicted_tps"] == pytest.approx(10.0)
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "## The model's proportions against Qwen2.5-32B-Instruct Q4_K_M" in report
+    assert "| token embedding (share of the weights) | 178.0 MB (71.2%) | 437.9 MB (2.2%) |" in report
