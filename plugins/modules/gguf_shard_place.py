@@ -32,7 +32,7 @@ description:
     verified shard, so a rerun hashes only files whose size or mtime changed (or all with O(verify=full)).
     A shard that fails verification is fetched again. A rerun changes nothing.
   - B(Ownership.) Run as root, it gives every file and link it writes the owner and group of the model directory,
-    and a directory it creates those of its nearest existing parent: a model directory in a user's home (the seed's
+    and a directory it creates those of its nearest existing parent - a model directory in a user's home (the seed's
     C(/home/pool/work/models)) keeps the user's files, and is never made root's. The user could delete or replace
     anything in their own directory anyway; the sha256 check of every run is what guards the shards.
   - B(Link.) On the coordinator, every shard placed on another host appears as a symlink
