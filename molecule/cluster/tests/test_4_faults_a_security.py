@@ -119,7 +119,7 @@ def _users(host, units):
     out = host.run_expect([0], "systemctl show -p Id -p User " + " ".join(units)).stdout
     users, unit = {}, None
     for line in out.splitlines():
-        key, _, value = line.partition("=")
+        key, value = line.split("=", 1) if "=" in line else (line, "")
         if key == "Id":
             unit = value
         elif key == "User" and unit:
