@@ -16,6 +16,12 @@ On-disk contract in a model directory:
 - ``.llamarpc-shards.json`` (the manifest): ``{NAME: {"size", "mtime_ns", "sha256"}}`` for every shard this
   code verified; a shard whose size and mtime still match is not hashed again (unless asked).
 - ``.llamarpc-progress.json``: progress of the running download, rewritten about once a second.
+
+Ownership: everything written here (run as root) gets the owner and group of the directory it is written in, and a
+directory created here those of its nearest existing parent. A model directory in a user's home (the seed kept its
+shards in ``/home/pool/work/models``) then holds the user's files, not root's: the user can delete or replace
+anything in their own directory anyway, so root-owned shards would protect nothing and only leave files in a home
+that its user cannot chmod; the sha256 check of every run is what guards the shards.
 """
 
 from __future__ import annotations
@@ -48,6 +54,44 @@ READ_ONLY = 0o444
 
 class FetchError(Exception):
     """A shard could not be fetched or verified; the message is meant for the user."""
+
+
+# -- ownership --------------------------------------------------------------------------------------------
+
+
+def owner_of(path):
+    """``(uid, gid)`` of ``path`` (not following a final symlink)."""
+    info = os.lstat(path)
+    return info.st_uid, info.st_gid
+
+
+def give_to_directory_owner(path):
+    """Make ``path`` (a file or symlink, not followed) belong to the owner and group of its directory; True if it
+    changed. Only root can give files away: for anyone else this does nothing (their files are theirs already)."""
+    if os.geteuid() != 0:
+        return False
+    want = owner_of(os.path.dirname(os.path.abspath(path)))
+    if owner_of(path) == want:
+        return False
+    os.lchown(path, *want)
+    return True
+
+
+def make_dirs(path):
+    """Create ``path`` and its missing parents (mode 0755 less the umask), each owned like the nearest parent that
+    existed: a model directory made inside a user's home belongs to that user, never to root behind their back.
+    Returns the directories created."""
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    created = []
+    for directory in reversed(missing):
+        os.mkdir(directory, 0o755)
+        give_to_directory_owner(directory)
+        created.append(directory)
+    return created
 
 
 # -- inspection -------------------------------------------------------------------------------------------
@@ -152,6 +196,7 @@ def lock_dir(model_dir, wait=10.0):
     fails with a clear message instead of racing it for the same partial file.
     """
     handle = open(os.path.join(model_dir, LOCK), "a+", encoding="utf-8")  # noqa: SIM115 - held by the caller
+    give_to_directory_owner(handle.name)
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -197,6 +242,7 @@ def write_json(path, data):
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
+        give_to_directory_owner(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -576,6 +622,7 @@ def finish(model_dir, shard, partial):
             "(the download was discarded)"
         )
     os.chmod(partial, READ_ONLY)
+    give_to_directory_owner(partial)
     final = os.path.join(model_dir, shard["name"])
     os.replace(partial, final)
     with contextlib.suppress(FileNotFoundError):
@@ -612,5 +659,6 @@ def link(model_dir, name, target):
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
     os.symlink(target, tmp)
+    give_to_directory_owner(tmp)
     os.replace(tmp, path)
     return True

@@ -31,6 +31,10 @@ description:
   - B(Verify.) C(.llamarpc-shards.json) in each model directory records size, mtime and sha256 of every
     verified shard, so a rerun hashes only files whose size or mtime changed (or all with O(verify=full)).
     A shard that fails verification is fetched again. A rerun changes nothing.
+  - B(Ownership.) Run as root, it gives every file and link it writes the owner and group of the model directory,
+    and a directory it creates those of its nearest existing parent - a model directory in a user's home (the seed's
+    C(/home/pool/work/models)) keeps the user's files, and is never made root's. The user could delete or replace
+    anything in their own directory anyway; the sha256 check of every run is what guards the shards.
   - B(Link.) On the coordinator, every shard placed on another host appears as a symlink
     C(MODEL_DIR/NAME -> MOUNT/NAME), where MOUNT is where the coordinator mounts that host's model directory
     (O(mount_root)C(/HOST) or O(mount_paths)); the mounts themselves are M(llamarpc.cluster.sshfs_masked_mount)'s job.
@@ -434,7 +438,7 @@ def apply(module, params):
         result["actions"].append(f"create {model_dir}")
         result["changed"] = True
         if not check:
-            os.makedirs(model_dir, mode=0o755, exist_ok=True)
+            sf.make_dirs(model_dir)  # owned like its parent: a directory in a user's home is the user's
     lock = None
     if not check and os.path.isdir(model_dir):
         try:
@@ -462,6 +466,11 @@ def apply(module, params):
                     if not check:
                         os.chmod(path, sf.READ_ONLY)
                         manifest[name] = {**record, "mtime_ns": os.stat(path).st_mtime_ns}
+                if os.geteuid() == 0 and sf.owner_of(path) != sf.owner_of(model_dir):
+                    result["actions"].append("chown {} {}:{}".format(name, *sf.owner_of(model_dir)))
+                    result["changed"] = True
+                    if not check:
+                        sf.give_to_directory_owner(path)
                 continue
             corrupt = True
             manifest.pop(name, None)

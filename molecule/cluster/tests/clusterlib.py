@@ -102,6 +102,54 @@ def changed_nothing(result):
     return bool(recap) and all("changed=0" in line for line in recap)
 
 
+def inventory_vars():
+    """The lab inventory's ``all: vars:`` (the scenario's settings from lab.yml included)."""
+    with open(INVENTORY, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["all"]["vars"]
+
+
+def model_dir():
+    """The model directory on every host: the seed's, in pool's home (lab.yml)."""
+    return inventory_vars()["llama_model_dir"]
+
+
+def held_shards(hosts):
+    """Host -> {name: sha256} of the regular ``*.gguf`` files in its model directory (symlinks left out: on the
+    coordinator they lead into the mounts). One command per host; a host that cannot be read holds nothing."""
+    command = (
+        f"cd {model_dir()} && find . -maxdepth 1 -type f -name '*.gguf' -print0 | xargs -0 -r timeout 120 sha256sum"
+    )
+    held = {}
+    for name in hosts:
+        out = lab(name).run(command).stdout
+        held[name] = {line.split()[1].removeprefix("./"): line.split()[0] for line in out.splitlines() if line.strip()}
+    return held
+
+
+def shards_intact(hosts):
+    """(True when every shard of the model is whole, a one-line account). Whole: each shard is held as a regular
+    file with its manifest sha256 by at least one host, no host holds a copy with another sha256, and it reads back
+    with that sha256 through the coordinator's model directory (its file, or its link into a mount)."""
+    expected = {shard["name"]: shard["sha256"] for shard in json.loads(MANIFEST.read_text())["files"]}
+    held = held_shards(hosts)
+    names = " ".join(f"{model_dir()}/{name}" for name in sorted(expected))
+    out = lab("node1").run(f"timeout 120 sha256sum {names}").stdout
+    through = {line.split()[1].rsplit("/", 1)[1]: line.split()[0] for line in out.splitlines() if line.strip()}
+    problems = []
+    for name, want in sorted(expected.items()):
+        holders = sorted(host for host, files in held.items() if files.get(name) == want)
+        wrong = sorted(host for host, files in held.items() if name in files and files[name] != want)
+        if not holders:
+            problems.append(f"{name} held by no host")
+        if wrong:
+            problems.append(f"{name} CHANGED on {', '.join(wrong)}")
+        if through.get(name) != want:
+            problems.append(f"{name} {'unreadable' if name not in through else 'WRONG'} through node1's model dir")
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"{len(expected)}/{len(expected)} shards whole (sha256 on their hosts and through node1)"
+
+
 def shard_digests():
     """Shard name -> (sha256 read back through the coordinator's model directory, sha256 in the manifest)."""
     manifest = json.loads(MANIFEST.read_text())

@@ -1,9 +1,9 @@
 """The fault matrix report (issue #9): every test that injects a fault records what it saw here.
 
-Rows are kept in ``fault-report.json`` in the scenario's ephemeral directory (one row per key, a re-run replaces
-it), so tests in different files (test_1..3 reuse, test_4_faults*) add to one table; ``test_4_faults_z_report``
-renders it as Markdown beside the JSON (both also kept in tests/output/faults/), prints it and checks that all
-twelve faults have an observed outcome.
+Rows are kept in ``fault-report.json`` in the scenario's ephemeral directory (one row per key; conftest.py empties it
+at the start of each run, so every row was observed in this run), so tests in different files (test_1..3 reuse,
+test_4_faults*) add to one table; ``test_4_faults_z_report`` renders it as Markdown beside the JSON (both also kept
+in tests/output/faults/), prints it and checks that all twelve faults have an observed outcome.
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ FAULTS = {
         "SSHFS serving host: sshd stopped / sshfs hung (SIGSTOP)",
         "status playbook reports it; re-running site.yml heals it",
     ),
-    4: ("lsyncd with delete started again", "the audit flags it; shards survive"),
+    4: (
+        "lsyncd with delete started again, in the seed's layout (shards in pool's home, in the tree lsyncd mirrors)",
+        "the hazard shown live there before converge; after the role, a restart is refused (masked), nothing runs, "
+        "a worker-only file and every shard survive",
+    ),
     5: ("A download interrupted", "resumes from the partial file"),
     6: ("A shard corrupted on disk", "detected and fetched again"),
     7: ("A disk too small", "refused before any download"),
@@ -34,7 +38,11 @@ FAULTS = {
     9: ("A probe of a busy worker", "reported busy; the worker stays alive"),
     10: ("RPC port from a non-coordinator host / the controller; API without the key", "refused; 401"),
     11: ("A worker from a different llama.cpp version", "refused with a clear message before the coordinator starts"),
-    12: ("Hardened units", "every service unprivileged, systemd-analyze security exposure <= 4.0"),
+    12: (
+        "Hardened units",
+        "User= of every unit its own, root only for the listed units with their reasons; llama-server and every "
+        "worker run as their users (ps); systemd-analyze security exposure <= 4.0",
+    ),
 }
 
 

@@ -8,11 +8,12 @@ import re
 import time
 
 import pytest
-from clusterlib import API_KEY, MANIFEST, api, deployed_plan, greedy
+from clusterlib import API_KEY, MANIFEST, api, deployed_plan, greedy, held_shards, inventory_vars
 from faultreport import record
-from labtest import http_command, lab
+from labtest import http_command, inventory_hosts, lab
 
 SINGLE_PORT = 18080
+EXPORT_ROOT = "/srv/llamarpc/export"  # the llama_model role's llama_model_export_root
 
 
 def test_plan_spreads_the_layers_over_every_worker():
@@ -44,6 +45,7 @@ def test_completion_answers_with_timings():
     )
 
 
+@pytest.mark.fault(10)
 def test_api_key_is_required():
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     status, body = api("/v1/chat/completions", chat, key=None)
@@ -147,3 +149,27 @@ def test_lsyncd_with_delete_is_neutralised():
     state = node1.run("systemctl --user -M pool@ is-active lsyncd.service").stdout.strip()
     assert state != "active"
     assert API_KEY not in node1.file("/etc/llamarpc/coordinator/plan.json").content_string
+
+
+def test_the_seed_layout_pools_directory_stays_pools_and_is_exported_read_only():
+    """Shards in pool's own directory (the seed's layout): the directory and every shard stay pool's on every host
+    (never made root's behind its back), and each host that serves shards to node1 shows it through a read-only
+    bind mount in a root-owned chroot, which node1 mounts."""
+    model_dir = inventory_vars()["llama_model_dir"]
+    held = held_shards(sorted(inventory_hosts()))
+    mounts = lab("node1").run_expect([0], "findmnt --raw --noheadings --types fuse.sshfs -o SOURCE,TARGET").stdout
+    serving_hosts = sorted(
+        line.split()[1].rsplit("/", 1)[1] for line in mounts.splitlines() if line.split()[0].endswith(":/shards")
+    )
+    assert serving_hosts and all(held[name] for name in serving_hosts), (mounts, held)
+    for name, files in sorted(held.items()):
+        host = lab(name)
+        owners = host.run_expect([0], f"cd {model_dir} && stat -c '%U %n' . {' '.join(sorted(files))}").stdout
+        assert {line.split()[0] for line in owners.splitlines()} == {"pool"}, (name, owners)
+    for name in serving_hosts:
+        host = lab(name)
+        options = host.run_expect([0], f"findmnt -n -o OPTIONS --mountpoint {EXPORT_ROOT}/shards").stdout
+        assert "ro" in options.strip().split(","), (name, options)
+        same = host.run_expect([0], f"stat -c %d:%i {model_dir} {EXPORT_ROOT}/shards").stdout.split()
+        assert same[0] == same[1], (name, same)  # the view is pool's directory itself
+        assert host.file(EXPORT_ROOT).user == "root"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from clusterlib import deployed_plan, serving, wait_serving
 from faultreport import record
 from labtest import REPO, lab, run_ansible, wait_for
@@ -18,6 +19,7 @@ def supervisor():
     return json.loads(text) if text.strip() else {}
 
 
+@pytest.mark.fault(1)
 def test_killed_worker_serves_again_within_60_seconds():
     assert serving()
     lab("node3").run_expect([0], "systemctl kill --kill-whom=main --signal=KILL llamarpc-rpc-worker.service")

@@ -26,6 +26,7 @@ def drop_host(name):
     return edit
 
 
+@pytest.mark.fault(8)
 @pytest.mark.parametrize(
     "edit, message",
     [

@@ -1,14 +1,18 @@
-"""Fault matrix, faults that leave serving alone: busy probe (9), who reaches the RPC port (10), hardened units (12),
-lsyncd with delete started again (4). Each test records what it saw in the report (faultreport)."""
+"""Fault matrix, faults that leave serving alone: busy probe (9), who reaches the RPC port (10), hardened units and who
+they run as (12), lsyncd with delete started again (4). Each test records what it saw in the report (faultreport)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
 import time
+import uuid
+from pathlib import Path
 
 import pytest
-from clusterlib import deployed_plan, main_pid, module, serving, shard_digests
+from clusterlib import deployed_plan, main_pid, model_dir, module, serving, shards_intact
 from faultreport import record
 from labtest import address, inventory_hosts, lab, wait_for
 
@@ -22,6 +26,7 @@ def planned_worker(not_coordinator=True):
     return [name for name in names if not (not_coordinator and name == "node1")][0]
 
 
+@pytest.mark.fault(9)
 def test_a_probe_of_a_busy_worker_reports_busy_and_the_worker_stays_alive():
     assert serving()
     name = planned_worker()
@@ -63,6 +68,7 @@ def _connect(host, port, timeout=5):
     return "connected"
 
 
+@pytest.mark.fault(10)
 def test_the_rpc_port_is_refused_from_a_non_coordinator_and_from_the_controller():
     target = planned_worker()
     other = [name for name in inventory_hosts() if name not in ("node1", target)][0]
@@ -86,11 +92,39 @@ def test_the_rpc_port_is_refused_from_a_non_coordinator_and_from_the_controller(
     assert main_pid(lab(target), "llamarpc-rpc-worker") == pid
 
 
+#: The collection's units that run as root, each with its reason. Every other llamarpc unit must name a user of its
+#: own (User=), and it must not be root.
+ROOT_UNITS = {
+    "llamarpc-server-supervisor.service": "restarts llamarpc-server.service and writes its override under "
+    "/run/llamarpc (systemctl needs root); it only probes workers, with no capabilities",
+    "llamarpc-rpc-worker-firewall.service": "loads the worker's nftables rules: CAP_NET_ADMIN in the host's network "
+    "namespace, nothing else",
+    "llamarpc-sshfs-<mount>.service": "mounts FUSE with allow_other at the coordinator's mount root with the root-only "
+    "key of /etc/llamarpc/sshfs: CAP_SYS_ADMIN only",
+    "llamarpc-wireguard-go@<interface>.service": "creates the mesh's TUN device: CAP_NET_ADMIN",
+}
+#: The main process of these runs as the user its role made (ps -o user=).
+MAIN_PROCESS_USERS = {"llamarpc-server.service": "llamarpc-server", "llamarpc-rpc-worker.service": "llamarpc"}
+
+
 def _units(host):
     """The collection's services on ``host``; the lab's own units (llamarpc-lab-*, made by lab_host) are not ours."""
     listed = host.run("systemctl list-units 'llamarpc*' --all --plain --no-legend --type=service").stdout
     names = {line.split()[0] for line in listed.splitlines() if line.strip()}
     return sorted(name for name in names if not name.startswith("llamarpc-lab-"))
+
+
+def _users(host, units):
+    """Unit -> its User= ('' when it names none: root)."""
+    out = host.run_expect([0], "systemctl show -p Id -p User " + " ".join(units)).stdout
+    users, unit = {}, None
+    for line in out.splitlines():
+        key, value = line.split("=", 1) if "=" in line else (line, "")
+        if key == "Id":
+            unit = value
+        elif key == "User" and unit:
+            users[unit] = value
+    return users
 
 
 def _exposure(host, unit):
@@ -100,25 +134,29 @@ def _exposure(host, unit):
 
 
 def _template(unit):
-    """A unit name with its per-mount part folded (one report row per kind of unit)."""
-    return "llamarpc-sshfs-<mount>.service" if unit.startswith("llamarpc-sshfs-") else unit
+    """A unit name with its per-mount or per-interface part folded (one report row per kind of unit)."""
+    if unit.startswith("llamarpc-sshfs-"):
+        return "llamarpc-sshfs-<mount>.service"
+    if unit.startswith("llamarpc-wireguard-go@"):
+        return "llamarpc-wireguard-go@<interface>.service"
+    return unit
 
 
+@pytest.mark.fault(12)
 def test_every_unit_is_hardened_and_unprivileged():
     seen = {}
     for name in ("node1", planned_worker()):
         host = lab(name)
         for unit in _units(host):
-            user = host.run(f"systemctl show -p User --value {unit}").stdout.strip() or "root"
             score, verdict = _exposure(host, unit)
             kind = _template(unit)
             if kind not in seen or (score or 99) > (seen[kind][1] or 99):
-                seen[kind] = (name, score, verdict, user)
+                seen[kind] = (name, score, verdict)
     assert seen, "no llamarpc units found"
-    for kind, (name, score, verdict, user) in sorted(seen.items()):
+    for kind, (name, score, verdict) in sorted(seen.items()):
         record(
             12,
-            f"{kind} on {name}: exposure {score} {verdict}, user {user}",
+            f"{kind} on {name}: exposure {score} {verdict}",
             ok=score is not None and score <= EXPOSURE_TARGET,
             key=f"12 {kind}",
             detail=kind,
@@ -127,36 +165,125 @@ def test_every_unit_is_hardened_and_unprivileged():
     assert not high, high
 
 
-@pytest.fixture
-def lsyncd_by_hand():
-    """pool starts its lsyncd (the seed's config, delete on) by hand, around the masked unit; killed afterwards."""
-    node1 = lab("node1")
-    node1.run_expect([0], "runuser -u pool -- setsid lsyncd /data/home/pool/.lsyncd.conf.lua >/dev/null 2>&1 &")
-    assert wait_for(lambda: node1.run("pgrep -u pool -x lsyncd").rc == 0, 20, 0.5)
-    yield node1
-    pids = node1.run("pgrep -u pool -x lsyncd").stdout.split()
-    for pid in pids:
-        node1.run(f"kill {pid}")
-
-
-def test_lsyncd_with_delete_started_again_is_flagged_and_the_shards_survive(lsyncd_by_hand):
-    before = shard_digests()
-    model_dir = deployed_plan()["model_path"].rsplit("/", 1)[0]
-    time.sleep(10)  # lsyncd's start-up sync (delay 1 s) has run by now
-    # The protected directories of lab.yml: the model directory and the seed's, which lsyncd mirrors.
-    rc, facts = module(
-        "node1", "llamarpc.cluster.sync_hazard_facts", {"model_dirs": [model_dir, "/data/home/pool/work/models"]}
+@pytest.mark.fault(12)
+def test_every_unit_runs_as_its_own_user_unless_it_must_be_root():
+    """User= of every llamarpc unit on every host against ROOT_UNITS, and the user of llama-server's and of every
+    worker's main process as ps sees it."""
+    wrong, root_units, processes = [], set(), {}
+    for name in sorted(inventory_hosts()):
+        host = lab(name)
+        units = _units(host)
+        for unit, user in _users(host, units).items() if units else ():
+            kind = _template(unit)
+            if kind in ROOT_UNITS:
+                root_units.add(kind)
+                if user not in ("", "root"):
+                    wrong.append(f"{unit} on {name}: User={user}, expected root ({ROOT_UNITS[kind]})")
+            elif user in ("", "root"):
+                wrong.append(f"{unit} on {name}: runs as root and is not one of the units that must")
+        for unit, expected in MAIN_PROCESS_USERS.items():
+            if unit not in units:
+                continue
+            pid = main_pid(host, unit)
+            user = host.run(f"ps -o user= -p {pid}").stdout.strip() if pid not in ("", "0") else "no process"
+            processes[f"{unit.removesuffix('.service')}@{name}"] = user
+            if user != expected:
+                wrong.append(f"{unit} on {name}: main PID {pid} runs as {user!r}, expected {expected}")
+    workers = [key for key in processes if key.startswith("llamarpc-rpc-worker@")]
+    servers = [key for key in processes if key.startswith("llamarpc-server@")]
+    record(
+        12,
+        f"root only: {', '.join(sorted(root_units)) or 'none'} (each with its reason); main processes: "
+        f"{', '.join(f'{key} {user}' for key, user in sorted(processes.items()))}"
+        + (f"; WRONG: {'; '.join(wrong)}" if wrong else ""),
+        ok=not wrong and len(workers) == len(inventory_hosts()) and len(servers) == 1,
+        key="12 users",
+        detail="who every unit and main process runs as",
     )
+    assert not wrong, wrong
+    assert len(workers) == len(inventory_hosts()), processes
+    assert servers == ["llamarpc-server@node1"], processes
+
+
+#: The file molecule/lsyncd/prepare.yml (imported by this scenario's prepare, before converge) put only on the workers'
+#: copy of pool's model directory, then watched the restarted lsyncd delete; what it saw is in hazard-proof.json.
+PROOF_FILE = "/data/home/pool/work/models/proof-00001-of-00002.gguf"
+#: How long lsyncd, once started, may take to mirror node1's model directory onto every worker (loaded machine).
+SYNC_WAIT = 300
+
+
+def _hazard_proof():
+    path = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "hazard-proof.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _hazard_was_live(proof, workers):
+    """The record of prepare: the proof file was on every worker while lsyncd ran, and gone from every worker after
+    systemd restarted lsyncd (a new PID) - in the model directory this scenario uses."""
+    return (
+        proof is not None
+        and PROOF_FILE.rsplit("/", 1)[0] == model_dir()
+        and proof["shard_before_kill"] == dict.fromkeys(workers, True)
+        and sorted(proof["gone_at"]) == sorted(workers)
+        and all(proof["gone_at"][name] > proof["killed_at"] for name in workers)
+        and proof["new_pid"] not in (0, proof["killed_pid"])
+    )
+
+
+@pytest.fixture
+def lsyncd_test_files():
+    """A marker in node1's model directory (what lsyncd would mirror) and a file only in one worker's copy (what
+    lsyncd would delete), both pool's; removed afterwards wherever they are."""
+    nonce = uuid.uuid4().hex[:8]
+    files = {"marker": f"{model_dir()}/.fault4-marker-{nonce}", "worker_only": f"{model_dir()}/fault4-{nonce}.gguf"}
+    yield files
+    for name in inventory_hosts():
+        lab(name).run(f"rm -f {files['marker']} {files['worker_only']}")
+
+
+@pytest.mark.fault(4)
+def test_lsyncd_with_delete_started_again_deletes_nothing(lsyncd_test_files):
+    """Fault 4, in the seed's layout: shards in pool's model directory, which pool's lsyncd mirrors from node1 to
+    every worker with delete on. First the hazard is shown live there (prepare's record). Then lsyncd is started
+    again the way the seed's systemd did it (a restart of pool's unit, Restart=always): with lsyncd_neutralize it
+    is refused (masked) and nothing deletes; without it, lsyncd's start-up sync deletes the worker-only file and
+    clobbers the workers' shards, and the test waits until that sync has passed the model directory."""
+    workers = sorted(name for name in inventory_hosts() if name != "node1")
+    proof = _hazard_proof()
+    live = _hazard_was_live(proof, workers)
+    node1, witness = lab("node1"), lab(workers[0])
+    witness.run_expect([0], f"runuser -u pool -- touch {lsyncd_test_files['worker_only']}")
+    start = time.monotonic()
+    restart = node1.run("systemctl --user -M pool@ restart lsyncd.service")
+    started = restart.rc == 0
+    # After the restart: a running lsyncd mirrors it only once its start-up sync (which deletes) is done, or in it.
+    node1.run_expect([0], f"runuser -u pool -- touch {lsyncd_test_files['marker']}")
+    synced = None
+    if started:  # lsyncd runs: wait until its start-up sync has reached the model directory on every worker
+        marker = lsyncd_test_files["marker"]
+        synced = wait_for(lambda: all(lab(name).file(marker).exists for name in workers), SYNC_WAIT, 2)
+    running = node1.run("pgrep -u pool -x lsyncd").stdout.split()
+    survived = witness.file(lsyncd_test_files["worker_only"]).exists
+    rc, facts = module("node1", "llamarpc.cluster.sync_hazard_facts", {"model_dirs": [model_dir()]})
     hazards = facts.get("ansible_facts", {}).get("sync_hazards", {})
-    flagged = [h for h in hazards.get("unresolved", []) if "lsyncd" in str(h.get("id", "")) + str(h.get("where", ""))]
-    after = shard_digests()
-    intact = all(got == want for got, want in after.values()) and after == before
+    unresolved = [h.get("where", "") for h in hazards.get("unresolved", [])]
+    intact, account = shards_intact(sorted(inventory_hosts()))
     record(
         4,
-        f"audit: {len(flagged)} unresolved lsyncd hazard(s) ({'; '.join(h.get('where', '') for h in flagged)[:160]}); "
-        f"shards {'intact (sha256 unchanged)' if intact else 'CHANGED OR LOST'}",
-        ok=rc == 0 and bool(flagged) and intact,
+        f"hazard {'live' if live else 'NOT SHOWN'} in {model_dir()} before converge (prepare: a worker-only file "
+        f"deleted on {len((proof or {}).get('gone_at', {}))} workers); lsyncd started again "
+        f"(systemctl --user restart): {'STARTED' if started else 'refused (' + restart.stderr.strip()[:60] + ')'}"
+        f"{'' if synced is None else ', its sync reached the workers' if synced else ', its sync did not arrive'}; "
+        f"lsyncd processes: {running or 'none'}; worker-only file on {workers[0]} "
+        f"{'survived' if survived else 'DELETED'}; audit: {len(unresolved)} unresolved; {account}",
+        ok=live and not started and not running and survived and rc == 0 and not unresolved and intact,
+        recover_s=None,
     )
+    print(f"\nfault 4 after {time.monotonic() - start:.0f} s: started={started} synced={synced} {account}")
+    assert live, proof
     assert rc == 0, facts
-    assert flagged, hazards.get("summary_lines")
-    assert intact, after
+    assert intact, account
+    assert survived, f"lsyncd deleted {lsyncd_test_files['worker_only']} on {workers[0]}"
+    assert not started, restart.stdout
+    assert not running
+    assert not unresolved, unresolved

@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from clusterlib import (
     api,
     changed_nothing,
@@ -35,6 +36,7 @@ def restarts(host, unit):
     return int(host.run(f"systemctl show -p NRestarts --value {unit}").stdout.strip() or 0)
 
 
+@pytest.mark.fault(1)
 def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes_within_60_seconds():
     assert serving()
     name = planned_worker()
@@ -74,6 +76,7 @@ def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes_within
     assert recover is not None and recover <= 180
 
 
+@pytest.mark.fault(11)
 def test_a_worker_of_another_llama_cpp_version_is_refused_before_the_coordinator_starts(tmp_path):
     node1, node6 = lab("node1"), lab("node6")
     for source in (HERE / "fake_rpc_worker.py", REPO / "plugins" / "module_utils" / "_rpc_protocol.py"):

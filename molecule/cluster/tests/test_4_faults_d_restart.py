@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from clusterlib import main_pid, serving, shard_digests, wait_serving
 from faultreport import record
@@ -31,6 +32,7 @@ def controller(*argv):
     )
 
 
+@pytest.mark.fault(2)
 def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
     assert serving()
     before = main_pid(lab("node1"), "llamarpc-server")

@@ -17,6 +17,9 @@ from labtest import BIN, INVENTORY, REPO, ansible_env
 CLIENT = COORDINATOR
 SERVER = "node2"
 EXPORT_DIR = MODEL_DIR
+#: The export user's chroot (root-owned) and the read-only bind mount of the model directory in it, as clients see it.
+EXPORT_ROOT = "/srv/llamarpc/export"
+VIEW = "/shards"
 EXPORT_USER = "llamarpc-shards"
 MOUNT = f"{MOUNT_ROOT}/{SERVER}"
 UNIT = unit_of(SERVER)
@@ -34,7 +37,7 @@ def address(name):
 def mount_args(**extra):
     """The arguments the llama_model role gave sshfs_masked_mount in converge, with ``extra`` on top."""
     args = {
-        "src": f"{EXPORT_USER}@{address(SERVER)}:/",
+        "src": f"{EXPORT_USER}@{address(SERVER)}:{VIEW}",
         "path": MOUNT,
         "identity_file": KEY,
         "known_hosts_file": KNOWN_HOSTS,

@@ -14,6 +14,7 @@ from sshfs_lab import (
     MOUNT,
     SERVER,
     UNIT,
+    VIEW,
     address,
     mount_args,
     run_mount,
@@ -30,7 +31,7 @@ def test_mounted_by_the_enabled_unit():
     client = lab(CLIENT)
     entry = sshfs_entry(client)
     assert entry is not None, "no fuse.sshfs mount at the mount point"
-    assert entry[1] == f"{EXPORT_USER}@{address(SERVER)}:/"
+    assert entry[1] == f"{EXPORT_USER}@{address(SERVER)}:{VIEW}"
     assert "ro" in client.check_output(f"findmnt -n -o OPTIONS {MOUNT}").split(",")
     state = unit_state(client)
     assert state["ActiveState"] == "active"

@@ -5,9 +5,11 @@ from labtest import lab
 from sshfs_lab import (
     CLIENT,
     EXPORT_DIR,
+    EXPORT_ROOT,
     EXPORT_USER,
     FILES,
     SERVER,
+    VIEW,
     address,
     sftp_batch,
     ssh_as_export_user,
@@ -43,7 +45,7 @@ def test_forwarding_is_refused():
 
 def test_reading_works():
     client = lab(CLIENT)
-    result = sftp_batch(client, ["ls -l /", f"get /{FILES[0]} /root/sftp-read-check"])
+    result = sftp_batch(client, ["ls -l /", f"get {VIEW}/{FILES[0]} /root/sftp-read-check"])
     assert result.rc == 0, result.stderr
     assert sha256(client, "/root/sftp-read-check") == sha256(lab(SERVER), f"{EXPORT_DIR}/{FILES[0]}")
     client.run("rm -f /root/sftp-read-check")
@@ -51,10 +53,18 @@ def test_reading_works():
 
 def test_writing_fails():
     client, server = lab(CLIENT), lab(SERVER)
-    for command in ("put /etc/hostname /planted", "mkdir /planted-dir", f"rm /{FILES[0]}", f"rename /{FILES[0]} /x"):
+    # In the model directory's view: the directory is writable by its owner, the view and the SFTP server are not.
+    for command in (
+        f"put /etc/hostname {VIEW}/planted",
+        f"mkdir {VIEW}/planted-dir",
+        f"rm {VIEW}/{FILES[0]}",
+        f"rename {VIEW}/{FILES[0]} {VIEW}/x",
+        "put /etc/hostname /planted",
+    ):
         result = sftp_batch(client, [command])
         assert result.rc != 0, command
     assert not server.file(f"{EXPORT_DIR}/planted").exists
+    assert not server.file(f"{EXPORT_ROOT}/planted").exists
     assert not server.file(f"{EXPORT_DIR}/planted-dir").exists
     assert server.file(f"{EXPORT_DIR}/{FILES[0]}").exists
 
@@ -64,15 +74,28 @@ def test_nothing_outside_the_export_is_visible():
     assert sftp_batch(client, ["ls /etc/passwd"]).rc != 0
     listing = sftp_batch(client, ["cd /..", "ls -1"])
     assert listing.rc == 0
-    assert FILES[0] in listing.stdout and "etc" not in listing.stdout.split()
+    assert [line.strip() for line in listing.stdout.splitlines() if not line.startswith("sftp>")] == [VIEW.strip("/")]
+    inside = sftp_batch(client, [f"ls -1 {VIEW}"])
+    assert inside.rc == 0 and FILES[0] in inside.stdout
 
 
 def test_the_match_block_applies_to_the_export_user_only():
     server = lab(SERVER)
     addr = address(CLIENT)
     export = server.check_output(f"sshd -T -C user={EXPORT_USER},host=node1,addr={addr}")
-    assert "forcecommand internal-sftp -R -d /" in export
-    assert f"chrootdirectory {EXPORT_DIR}" in export
+    assert f"forcecommand internal-sftp -R -d {VIEW}" in export
+    assert f"chrootdirectory {EXPORT_ROOT}" in export
     admin = server.check_output(f"sshd -T -C user=lab,host=node1,addr={addr}")
     assert "forcecommand none" in admin
     assert "chrootdirectory none" in admin
+
+
+def test_the_view_is_a_read_only_bind_mount_of_the_model_directory():
+    server = lab(SERVER)
+    view = f"{EXPORT_ROOT}{VIEW}"
+    assert "ro" in server.check_output(f"findmnt -n -o OPTIONS --mountpoint {view}").split(",")
+    same = server.check_output(f"stat -c %d:%i {EXPORT_DIR} {view}").split()
+    assert same[0] == same[1]
+    root = server.file(EXPORT_ROOT)
+    assert root.user == "root" and root.mode == 0o755
+    assert server.run(f"touch {view}/written-by-root").rc != 0  # read-only for root too

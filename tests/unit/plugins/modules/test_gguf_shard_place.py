@@ -309,3 +309,47 @@ def test_token_stays_with_its_origin_across_a_redirect(server, hub, tmp_path):
     assert hub.state["auth"] == ["Bearer secret"]
     assert server.state["auth"] == [None]
     assert server.state["requests"] == ["bytes=10-"]
+
+
+USER = (54321, 54322)  # a uid and gid nobody has: the test runs as root (the module does, on the hosts)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root, like the module on a host")
+def test_a_model_directory_in_a_users_home_keeps_the_users_files(run_module, server, tmp_path):
+    home = tmp_path / "home" / "pool" / "work"
+    home.mkdir(parents=True)
+    os.chown(home, *USER)
+    models = home / "models"
+    args = {
+        **apply_args(tmp_path, [shard(server)]),
+        "model_dir": str(models),
+        "_request": {"phase": "apply", "shards": [shard(server)], "links": {"m-00002.gguf": "/mnt/x/m-00002.gguf"}},
+    }
+    assert run_module(gguf_shard_place, args).result["changed"]
+    # The directory made in pool's tree is pool's; so is every file and link in it, never root's.
+    assert sf.owner_of(models) == USER
+    written = [models / NAME, models / sf.MANIFEST, models / sf.LOCK, models / "m-00002.gguf"]
+    assert {path.name: sf.owner_of(path) for path in written} == {path.name: USER for path in written}
+    assert (models / NAME).read_bytes() == DATA
+    assert not run_module(gguf_shard_place, args).result["changed"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root, like the module on a host")
+def test_a_shard_of_another_owner_is_given_to_the_directorys_owner(run_module, server, tmp_path):
+    args = apply_args(tmp_path, [shard(server)])
+    run_module(gguf_shard_place, args)
+    models = tmp_path / "models"
+    os.chown(models, *USER)  # the directory was root's (the old layout) and is now pool's
+    checked = run_module(gguf_shard_place, args, check_mode=True)
+    assert checked.result["changed"] and f"chown {NAME} {USER[0]}:{USER[1]}" in checked.result["actions"]
+    assert sf.owner_of(models / NAME) == (0, 0)
+    assert run_module(gguf_shard_place, args).result["changed"]
+    assert sf.owner_of(models / NAME) == USER
+    assert not run_module(gguf_shard_place, args).result["changed"]
+
+
+def test_a_root_owned_model_directory_keeps_root_files(run_module, server, tmp_path):
+    args = apply_args(tmp_path, [shard(server)])
+    run_module(gguf_shard_place, args)
+    me = (os.geteuid(), os.getegid())
+    assert sf.owner_of(tmp_path / "models") == me and sf.owner_of(tmp_path / "models" / NAME) == me
