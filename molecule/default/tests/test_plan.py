@@ -116,7 +116,7 @@ def test_a_model_too_big_is_refused_before_any_byte_of_a_shard():
             continue
         # Only Range requests that start inside the header, each answered with a part: never a shard's body.
         assert method == "GET" and status == 206, (method, name, status, wanted)
-        start, _, end = wanted.removeprefix("bytes=").partition("-")
+        start, _dash, end = wanted.removeprefix("bytes=").partition("-")
         assert end and int(start) < offsets[name]["data_offset"], wanted
     for name, entry in offsets.items():
         sent = sum(request[3] for request in requests if request[1] == name)

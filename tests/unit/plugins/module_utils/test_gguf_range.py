@@ -35,7 +35,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         data = path.read_bytes()
         wanted = self.headers.get("Range")
         if wanted and self.server.honour_range:
-            first, _, last = wanted.removeprefix("bytes=").partition("-")
+            first, _dash, last = wanted.removeprefix("bytes=").partition("-")
             start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
             if start >= len(data):
                 self.send_response(416)
@@ -115,7 +115,7 @@ def test_only_header_bytes_are_asked_for_and_windows_grow(model, serve):
     for path, wanted, sent in server.log:
         name = path.lstrip("/")
         read = next(read for read in reads if read["name"] == name)
-        start, _, end = wanted.removeprefix("bytes=").partition("-")
+        start, _dash, end = wanted.removeprefix("bytes=").partition("-")
         assert end, f"an open-ended Range ({wanted}) would ask for the whole shard"
         # No request starts past the header, and none asks for more than twice what the header still needed.
         assert int(start) < read["header_bytes"]
