@@ -12,7 +12,7 @@ SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/); `make:integration` runs the
 # integration tests (which use that build) in a lane of their own, then `make:matrix`: unit and sanity tests on the
 # other ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs 2.19).
-LANES ?= "cluster default controller_user" "lsyncd shards mesh" "make:integration make:matrix"
+LANES ?= "cluster" "default controller_user" "lsyncd shards mesh" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 comma := ,
