@@ -7,18 +7,16 @@ with every host reached by ``ansible_connection: local``: nothing connects to th
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from ansible_run import ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "inventories" / "example"
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 # What the reference story needs (six VMs, Tailscale, Qwen2.5-32B-Instruct Q4_K_M from Hugging Face, Open WebUI).
 REFERENCE = (
     "llamarpc_mesh_provider",
@@ -69,33 +67,18 @@ def test_example_secrets_come_from_the_vault():
 
 
 def preflight(inventory):
-    return subprocess.run(
-        [
-            str(PLAYBOOK),
-            "-i",
-            str(inventory),
-            "playbooks/site.yml",
-            "--tags",
-            "site_preflight",
-            "--skip-tags",
-            "always",
-            "-e",
-            "ansible_connection=local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={
-            **os.environ,
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-        },
+    return ansible_playbook(
+        "-i",
+        inventory,
+        "playbooks/site.yml",
+        "--tags",
+        "site_preflight",
+        "--skip-tags",
+        "always",
+        "-e",
+        "ansible_connection=local",
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
     )
 
 

@@ -9,17 +9,14 @@ regression that let bad input through could not change this machine.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_run import ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 ROLE = "llamarpc.cluster.lsyncd_neutralize"
 # The only tasks allowed to run: the argument validation and the read-only checks of preflight.yml.
 PREFLIGHT = {
@@ -60,20 +57,14 @@ PLAY = """\
 def test_bad_input_stops_before_the_scan(tmp_path, variables, message):
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY, encoding="utf-8")
-    result = subprocess.run(
-        [str(PLAYBOOK), "-i", "localhost,", str(playbook), "--check", "-e", json.dumps(variables)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={
-            **os.environ,
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-        },
+    result = ansible_playbook(
+        "-i",
+        "localhost,",
+        playbook,
+        "--check",
+        "-e",
+        json.dumps(variables),
+        env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"},
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output

@@ -8,16 +8,14 @@ no later play (the mesh first) may start. The good case runs only the preflight 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_run import ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 SHA = "0" * 64
 
 
@@ -45,21 +43,7 @@ def inventory(tmp_path, extra=None, webui=False):
 
 
 def site(hosts, *args):
-    return subprocess.run(
-        [str(PLAYBOOK), "-i", str(hosts), "playbooks/site.yml", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={
-            **os.environ,
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-        },
-    )
+    return ansible_playbook("-i", hosts, "playbooks/site.yml", *args)
 
 
 def tasks_after(output, marker):
