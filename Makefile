@@ -9,12 +9,14 @@ PLAYBOOK := $(BIN)/ansible-playbook
 # Every scenario, one after another (`make molecule`; one alone: `make molecule SCENARIOS=worker`).
 SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
-# scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/).
-LANES ?= "cluster default controller_user" "lsyncd shards mesh"
+# scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/); `make:integration` runs the
+# integration tests (which use that build) in a lane of their own, then `make:matrix`: unit and sanity tests on the
+# other ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs 2.19).
+LANES ?= "cluster default controller_user" "lsyncd shards mesh" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 
-.PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration molecule molecule-lanes lab-up lab-down clean
+.PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
@@ -35,8 +37,10 @@ bench: setup
 bench-down:
 	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml -e @benchmarks/lab.yml
 
-# Molecule before integration: the worker scenario builds llama.cpp (once, cached) and the integration tests use it.
-test: setup lint unit molecule-lanes integration
+# Each step timed (tools/steps.sh); the integration tests run in a lane beside the molecule scenarios, after the
+# worker scenario has built llama.cpp (once, cached), which they use.
+test:
+	@tools/steps.sh setup lint unit molecule-lanes
 
 setup:
 	@tools/setup.sh
@@ -62,6 +66,10 @@ unit:
 # Tests against real processes on this machine (root; loopback and the lab's own namespaces only).
 integration:
 	LLAMARPC_REQUIRE_LLAMA=1 $(BIN)/pytest tests/integration
+
+# Unit and sanity tests on ansible-core 2.20 and 2.21 (Python 3.12 and 3.13, from PATH or pyenv), at once.
+matrix:
+	@tools/ansible_matrix.sh
 
 molecule:
 	@for s in $(SCENARIOS); do \

@@ -5,14 +5,26 @@ writes, at the cache path it looks for, a script that does the same with a pip w
 registry by name (``pip download pip==X.Y``): run pip from the wheel and install what was asked for.
 """
 
+import importlib.util
 import pathlib
+import re
 import subprocess
 import sys
 
-PIP_VERSION = "24.2"  # what ansible-test 2.19 bootstraps (python_requirements.get_venv_packages)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WHEELS = ROOT / ".cache" / "wheels"
-TARGET = pathlib.Path.home() / ".ansible" / "test" / "cache" / f"get_pip_{PIP_VERSION.replace('.', '_')}.py"
+CACHE = pathlib.Path.home() / ".ansible" / "test" / "cache"
+
+
+def pip_version():
+    """The pip that this Python's ansible-test bootstraps (python_requirements.get_venv_packages: 24.2 in 2.19)."""
+    spec = importlib.util.find_spec("ansible_test")
+    source = pathlib.Path(spec.origin).parent / "_internal" / "python_requirements.py"
+    match = re.search(r"pip='([0-9.]+)'", source.read_text(encoding="utf-8"))
+    if not match:
+        sys.exit(f"get_pip_stand_in: no pip version found in {source}")
+    return match.group(1)
+
 
 SCRIPT = """\
 # Written by llamarpc.cluster tools/get_pip_stand_in.py: runs pip from a wheel, like get-pip.py does.
@@ -26,17 +38,19 @@ sys.exit(main(["install", "--no-cache-dir"] + args))
 
 
 def main():
-    wheels = sorted(WHEELS.glob(f"pip-{PIP_VERSION}-*.whl"))
+    version = pip_version()
+    target = CACHE / f"get_pip_{version.replace('.', '_')}.py"
+    wheels = sorted(WHEELS.glob(f"pip-{version}-*.whl"))
     if not wheels:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(WHEELS), f"pip=={PIP_VERSION}"],
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(WHEELS), f"pip=={version}"],
             check=True,
         )
-        wheels = sorted(WHEELS.glob(f"pip-{PIP_VERSION}-*.whl"))
+        wheels = sorted(WHEELS.glob(f"pip-{version}-*.whl"))
     content = SCRIPT.format(wheel=str(wheels[0]))
-    if not TARGET.exists() or TARGET.read_text() != content:
-        TARGET.parent.mkdir(parents=True, exist_ok=True)
-        TARGET.write_text(content)
+    if not target.exists() or target.read_text() != content:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
 
 
 if __name__ == "__main__":

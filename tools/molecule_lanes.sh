@@ -3,20 +3,27 @@
 # the others reuse from the controller's cache), then every later argument as a lane of its own, all lanes at once,
 # each lane's scenarios one after another. Every scenario has its own lab (bridge, subnet), and most of a scenario's
 # time is spent waiting on its hosts, so two lanes share two cores well.
-# Each lane logs to tests/output/molecule/lane-N.log; a lane's log is printed when it ends, whole if it failed.
-#   tools/molecule_lanes.sh worker -- "cluster default" "lsyncd shards mesh"
+# A lane item "make:TARGET" runs `make TARGET` there instead of a scenario (the integration tests beside the lanes).
+# Each lane logs to tests/output/molecule/lane-N.log; a lane's log is printed when it ends, whole if it failed,
+# else its step lines and test summaries.
+#   tools/molecule_lanes.sh worker -- "cluster default" "lsyncd shards mesh" "make:integration"
 set -uo pipefail
 cd "$(dirname "$0")/.."
 molecule=${MOLECULE:-.venv/bin/molecule}
 logs=tests/output/molecule
 mkdir -p "$logs"
 
-run_scenarios() {  # scenario... : one after another, stop at the first failure
+run_scenarios() {  # scenario or make:TARGET... : one after another, stop at the first failure
   local scenario start
   for scenario in "$@"; do
     start=$(date +%s)
-    echo "=== molecule scenario $scenario"
-    "$molecule" test -s "$scenario" || { echo "=== $scenario FAILED after $(( $(date +%s) - start )) s"; return 1; }
+    if [[ $scenario == make:* ]]; then
+      echo "=== make ${scenario#make:}"
+      make --no-print-directory "${scenario#make:}"
+    else
+      echo "=== molecule scenario $scenario"
+      "$molecule" test -s "$scenario"
+    fi || { echo "=== $scenario FAILED after $(( $(date +%s) - start )) s"; return 1; }
     echo "=== $scenario passed in $(( $(date +%s) - start )) s"
   done
 }
@@ -39,7 +46,8 @@ status=0
 for index in "${!pids[@]}"; do
   if wait "${pids[$index]}"; then
     echo "=== lane $index passed: ${names[$index]}"
-    grep '^=== ' "$logs/lane-$index.log"
+    # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
+    grep -E '^=== |^=+ .*(passed|failed|skipped|error).* in [0-9.]+s' "$logs/lane-$index.log"
   else
     status=1
     echo "=== lane $index FAILED: ${names[$index]}; its log:"

@@ -28,6 +28,9 @@ from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as cluster_plan
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf_header
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as shard_fetch
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_plan as shard_plan
 from ansible_collections.llamarpc.cluster.plugins.modules.gguf_shard_place import TASK_OPTIONS
 
@@ -72,6 +75,9 @@ class ActionModule(ActionBase):
             raise
         self._write(meet, f"host-{host}.json", {"report": report})
         reports = self._wait(meet, batch, args["plan_timeout"])
+        if not args["fetch"]:
+            result.update(self._plan_only(args, host, shards, reports, request, source_info))
+            return result
         placement, planned = self._plan(shards, reports, request)
         module_args = self._apply_args(args, host, placement, reports[host], request, source_info)
         applied = self._run_host(module_args, task_vars)
@@ -104,6 +110,9 @@ class ActionModule(ActionBase):
             if reply.get("failed") or reply.get("unreachable") or "report" not in reply:
                 raise AnsibleActionFail(f"{name}: could not inspect the model directory: {reply.get('msg', reply)}")
             reports[name] = reply["report"]
+        if not args["fetch"]:
+            result.update(self._plan_only(args, coordinator, shards, reports, request, source_info))
+            return result
         placement, planned = self._plan(shards, reports, request)
         per_host = {}
         changed = False
@@ -153,6 +162,34 @@ class ActionModule(ActionBase):
             variable_manager=variable_manager,
         )
         return executor.run()
+
+    def _plan_only(self, args, host, shards, reports, request, source_info):
+        """fetch=false: the plan (or the refusal site.yml would give) and the model read from the shards' headers;
+        nothing changes on any host."""
+        try:
+            model, reads = shard_fetch.read_headers(
+                shards,
+                headers=source_info.get("headers", {}),
+                timeout=args["timeout"],
+                validate_certs=args["validate_certs"],
+            )
+            summary = cluster_plan.summarize(model)
+        except (shard_fetch.FetchError, gguf_header.GGUFError, cluster_plan.PlanError, OSError) as exc:
+            raise AnsibleActionFail(f"cannot read the model's GGUF headers: {exc}") from None
+        out = {"changed": False, "model": summary, "header_reads": reads, "refusal": None, "reports": {}}
+        out.update({key: [] for key in ("fetched", "verified", "refetched", "actions")})
+        for name, report in reports.items():
+            out["reports"][name] = {key: report[key] for key in ("free", "partial_bytes", "complete", "exists")}
+            if report.get("tensor_cache"):
+                out["reports"][name]["tensor_cache"] = report["tensor_cache"]
+        out["shards"] = [{key: shard.get(key) for key in ("name", "size", "sha256", "url")} for shard in shards]
+        try:
+            placement, planned = self._plan(shards, reports, request)
+        except AnsibleActionFail as exc:
+            out["refusal"] = str(exc)
+            return out
+        out.update(self._summary(args, host, shards, placement, planned, reports, request, source_info))
+        return out
 
     # -- one host's part -------------------------------------------------------------------------------------
 
@@ -344,7 +381,7 @@ class ActionModule(ActionBase):
             except Exception as exc:  # noqa: BLE001 - Ansible raises several kinds for a missing file
                 raise AnsibleActionFail(f"controller file {entry!r} not found: {exc}") from None
             files.append(found)
-        return resolve_files(files), {}
+        return resolve_files(files, digest=args["fetch"]), {}
 
     def _stat(self, args, shards, cache, task_vars):
         reply = self._execute_module(
@@ -550,18 +587,22 @@ def resolve_urls(entries, timeout, validate_certs=True):
     return shards
 
 
-def resolve_files(paths):
+def resolve_files(paths, digest=True):
+    """Controller files as shards; ``digest=False`` (a plan only) leaves their sha256 out instead of reading them."""
     shards = []
     for path in paths:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                digest.update(block)
+        sha256 = None
+        if digest:
+            hasher = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                    hasher.update(block)
+            sha256 = hasher.hexdigest()
         shards.append(
             {
                 "name": os.path.basename(path),
                 "size": os.path.getsize(path),
-                "sha256": digest.hexdigest(),
+                "sha256": sha256,
                 "etag": None,
                 "src_controller": path,
             }

@@ -78,6 +78,9 @@ class ActionModule(ActionBase):
         self._vars = task_vars
         self._deferred = set()
         self._secrets = set()
+        self._known = set(args["known"]).union(*specs.values())
+        self._prefixes = args["prefixes"]
+        self._undefined = []
         values = {}
         problems = []
         validated = []
@@ -95,9 +98,9 @@ class ActionModule(ActionBase):
             problems.extend(pf.model_source_errors(values, self._deferred))
         services = self._services(args["ports"], groups, specs, values)
         problems.extend(pf.port_clashes({host: services}))
-        known = set(args["known"]).union(*specs.values())
-        unknown = pf.unknown_variables(task_vars, known, args["prefixes"])
+        unknown = pf.unknown_variables(task_vars, self._known, self._prefixes)
         problems.extend(f"unknown variable {message}" for message in unknown)
+        problems.extend(sorted(set(self._undefined)))
 
         problems = [self._redact(problem) for problem in problems]
         result.update(
@@ -119,10 +122,20 @@ class ActionModule(ActionBase):
             return default
         try:
             return self._templar.template(self._vars[name])
-        except AnsibleUndefinedVariable:
-            # Refers to something set later in the run (a fact, a role's output): checked where it is used.
-            self._deferred.add(name)
+        except AnsibleUndefinedVariable as exc:
+            self._defer(name, exc)
             return default
+
+    def _defer(self, name, exc):
+        """``name``'s value refers to something undefined: a problem when nothing will define it, else checked later.
+
+        Something set later in the run (a fact, a role's output) is checked where it is used; a name nothing defines
+        (a vault that was not loaded) is reported now.
+        """
+        self._deferred.add(name)
+        problem = pf.undefined_reference(name, getattr(exc, "message", str(exc)), self._known, self._prefixes)
+        if problem:
+            self._undefined.append(problem)
 
     def _validate(self, role, options, values):
         """The role's argument spec against this host's variables; ``values`` gets the validated ones."""
@@ -131,8 +144,8 @@ class ActionModule(ActionBase):
             if name in self._vars:
                 try:
                     provided[name] = self._templar.template(self._vars[name])
-                except AnsibleUndefinedVariable:
-                    self._deferred.add(name)
+                except AnsibleUndefinedVariable as exc:
+                    self._defer(name, exc)
                 except AnsibleError as exc:
                     return [f"{role}: {name} cannot be evaluated: {exc}"]
                 if options[name].get("no_log") and isinstance(provided.get(name), str) and provided[name]:

@@ -22,6 +22,7 @@ import re
 import struct
 
 MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32
 
 # GGUF metadata value types.
 _SCALARS = {
@@ -89,11 +90,13 @@ class _Cursor:
     def __init__(self, handle, path):
         self.handle = handle
         self.path = path
+        self.position = 0
 
     def take(self, size):
         data = self.handle.read(size)
         if len(data) != size:
-            raise GGUFError(f"{self.path}: truncated GGUF header (wanted {size} bytes at {self.handle.tell()})")
+            raise GGUFError(f"{self.path}: truncated GGUF header (wanted {size} bytes at {self.position})")
+        self.position += size
         return data
 
     def unpack(self, layout):
@@ -138,42 +141,63 @@ def tensor_bytes(ggml_type, dims):
 def read_header(path, keep_arrays=False):
     """Metadata and tensor table of one GGUF file.
 
-    Returns ``{"version", "metadata": {key: value}, "tensors": [{"name", "dims", "type", "offset", "bytes"}]}``.
-    Large arrays (the tokenizer's vocabulary) are replaced by their length unless ``keep_arrays``.
+    Returns ``{"version", "metadata": {key: value}, "tensors": [{"name", "dims", "type", "offset", "bytes"}],
+    "header_bytes", "data_offset"}``. Large arrays (the tokenizer's vocabulary) are replaced by their length unless
+    ``keep_arrays``.
     """
     with open(path, "rb") as handle:
-        cursor = _Cursor(handle, path)
-        if cursor.take(4) != MAGIC:
-            raise GGUFError(f"{path}: not a GGUF file (bad magic)")
-        version = cursor.unpack("<I")
-        if version not in (2, 3):
-            raise GGUFError(f"{path}: GGUF version {version} is not supported (2 and 3 are)")
-        n_tensors = cursor.unpack("<Q")
-        n_kv = cursor.unpack("<Q")
-        metadata = {}
-        for _index in range(n_kv):
-            key = cursor.string()
-            value = cursor.value(cursor.unpack("<I"))
-            if isinstance(value, list) and not keep_arrays and len(value) > 64:
-                value = len(value)
-            metadata[key] = value
-        tensors = []
-        for _index in range(n_tensors):
-            name = cursor.string()
-            n_dims = cursor.unpack("<I")
-            dims = [cursor.unpack("<Q") for dim in range(n_dims)]
-            ggml_type = cursor.unpack("<I")
-            offset = cursor.unpack("<Q")
-            tensors.append(
-                {
-                    "name": name,
-                    "dims": dims,
-                    "type": ggml_type,
-                    "offset": offset,
-                    "bytes": tensor_bytes(ggml_type, dims),
-                }
-            )
-    return {"version": version, "metadata": metadata, "tensors": tensors}
+        return parse_header(handle, path, keep_arrays)
+
+
+def parse_header(handle, label, keep_arrays=False):
+    """``read_header`` of any binary stream read from its start (a file, or a reader of HTTP Range requests); only
+    the header is read, in order, and nothing after it. ``label`` names the file in errors.
+
+    ``header_bytes`` is where the tensor table ends; ``data_offset`` where the tensor data starts (aligned to
+    ``general.alignment``, 32 by default).
+    """
+    cursor = _Cursor(handle, label)
+    if cursor.take(4) != MAGIC:
+        raise GGUFError(f"{label}: not a GGUF file (bad magic)")
+    version = cursor.unpack("<I")
+    if version not in (2, 3):
+        raise GGUFError(f"{label}: GGUF version {version} is not supported (2 and 3 are)")
+    n_tensors = cursor.unpack("<Q")
+    n_kv = cursor.unpack("<Q")
+    metadata = {}
+    for _index in range(n_kv):
+        key = cursor.string()
+        value = cursor.value(cursor.unpack("<I"))
+        if isinstance(value, list) and not keep_arrays and len(value) > 64:
+            value = len(value)
+        metadata[key] = value
+    tensors = []
+    for _index in range(n_tensors):
+        name = cursor.string()
+        n_dims = cursor.unpack("<I")
+        dims = [cursor.unpack("<Q") for dim in range(n_dims)]
+        ggml_type = cursor.unpack("<I")
+        offset = cursor.unpack("<Q")
+        tensors.append(
+            {
+                "name": name,
+                "dims": dims,
+                "type": ggml_type,
+                "offset": offset,
+                "bytes": tensor_bytes(ggml_type, dims),
+            }
+        )
+    end = cursor.position
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or alignment <= 0:
+        raise GGUFError(f"{label}: general.alignment must be a positive integer, got {alignment!r}")
+    return {
+        "version": version,
+        "metadata": metadata,
+        "tensors": tensors,
+        "header_bytes": end,
+        "data_offset": -(-end // alignment) * alignment,
+    }
 
 
 def split_paths(first_path):
@@ -197,6 +221,10 @@ def read_model(first_path):
     missing = [path for path in paths if not os.path.exists(path)]
     if missing:
         raise GGUFError(f"missing shard(s) of {first_path}: {', '.join(missing)}")
-    headers = [read_header(path) for path in paths]
+    return merge_headers(paths, [read_header(path) for path in paths])
+
+
+def merge_headers(paths, headers):
+    """The model as ``read_model`` returns it, from the headers of its shards in order (shard 1 first)."""
     tensors = [tensor for header in headers for tensor in header["tensors"]]
-    return {"paths": paths, "metadata": headers[0]["metadata"], "tensors": tensors}
+    return {"paths": list(paths), "metadata": headers[0]["metadata"], "tensors": tensors}

@@ -95,7 +95,8 @@ def smoke(server, model, *, timeout=300, prompt=PROMPT, n_predict=8, threads=2, 
         log_path = log.name
     try:
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            # A server that keeps running while this module talks to it: run_command would wait for it to end.
+            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell  # pylint: disable=ansible-bad-function
                 server_argv(server, model, port, threads=threads, ctx_size=ctx_size, extra_args=extra_args),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -54,6 +54,29 @@ def unknown_variables(names, known, prefixes=PREFIXES):
     return messages
 
 
+_UNDEFINED = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' is undefined")
+
+
+def undefined_reference(variable, message, known, prefixes=PREFIXES):
+    """A problem when ``variable``'s value uses a name that nothing will ever define, else None.
+
+    ``message`` is the templating error ("'vault_api_key' is undefined"). A name the run defines later - a fact
+    (``ansible_*``), a known variable of the collection (``known``, with role outputs) or a name with one of its
+    prefixes (reported as unknown on its own) - and an error of another kind are left to the task that uses the
+    value. What is left is typically a vault variable whose vault was not loaded.
+    """
+    match = _UNDEFINED.match(message or "")
+    if not match:
+        return None
+    name = match.group(1)
+    if name.startswith("ansible_") or name in set(known) or name.startswith(tuple(prefixes)):
+        return None
+    return (
+        f"`{variable}` uses `{name}`, which is not defined: load the vault or variable file that defines it "
+        f"(ansible-playbook --ask-vault-pass or --vault-password-file) or define it in the inventory"
+    )
+
+
 def port_clashes(hosts):
     """Messages about TCP ports that two services would listen on, on one host.
 

@@ -34,6 +34,8 @@ import urllib.parse
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf_header
+
 MANIFEST = ".llamarpc-shards.json"
 LOCK = ".llamarpc-shards.lock"
 PROGRESS = ".llamarpc-progress.json"
@@ -304,8 +306,9 @@ def _prepare_partial(partial, sidecar_path, shard):
     return have
 
 
-def _open(url, headers, start, timeout, validate_certs):
-    """GET ``url`` from byte ``start``; redirects are followed here so the token never leaves its origin.
+def _open(url, headers, start, timeout, validate_certs, end=None):
+    """GET ``url`` from byte ``start`` (to byte ``end`` included, when given); redirects are followed here so the
+    token never leaves its origin.
 
     A hub answers a resolve URL with a redirect to a CDN: the Authorization header goes to the hub only.
     """
@@ -318,7 +321,9 @@ def _open(url, headers, start, timeout, validate_certs):
             if same_origin or key.lower() not in {"authorization", "cookie"}
         }
         request_headers["Accept-Encoding"] = "identity"
-        if start:
+        if end is not None:
+            request_headers["Range"] = f"bytes={start}-{end}"
+        elif start:
             request_headers["Range"] = f"bytes={start}-"
         try:
             return open_url(
@@ -403,6 +408,129 @@ def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progre
     if progress:
         progress.update(have, force=True)
     return resumed_from, downloaded
+
+
+class RangeReader:
+    """A shard's first bytes, read in order like a file, over HTTP Range requests of growing size.
+
+    Each ``read`` past what arrived so far asks for the next ``window`` bytes (at least what it needs), and the window
+    doubles after every request up to ``max_window``: a small header costs one small request, a large one (a split
+    GGUF's tensor table, a tokenizer of 150,000 tokens) a few, and nothing far beyond the header is ever asked for.
+    A server that ignores Range (200, whole file) is read only as far as needed and the connection is closed.
+    ``requests`` and ``received`` count what crossed the network.
+    """
+
+    def __init__(self, url, *, headers=None, timeout=60, validate_certs=True, window=64 << 10, max_window=64 << 20):
+        self.url = url
+        self.headers = headers
+        self.timeout = timeout
+        self.validate_certs = validate_certs
+        self.window = window
+        self.max_window = max_window
+        self.buffer = b""
+        self.offset = 0  # file offset of buffer[0]
+        self.position = 0
+        self.requests = 0
+        self.received = 0
+        self.size = None  # the file's size, when the server said it
+
+    def tell(self):
+        return self.position
+
+    def read(self, size):
+        while self.position + size > self.offset + len(self.buffer):
+            start = self.offset + len(self.buffer)
+            want = max(self.window, self.position + size - start)
+            if self.size is not None and start >= self.size:
+                break
+            block = self._fetch(start, want)
+            if not block:
+                break
+            # Keep only what is not consumed yet: the header is read once, in order.
+            keep = self.position - self.offset
+            self.buffer = self.buffer[keep:] + block
+            self.offset += keep
+            self.window = min(self.window * 2, self.max_window)
+        begin = self.position - self.offset
+        data = self.buffer[begin : begin + size]
+        self.position += len(data)
+        return data
+
+    def _fetch(self, start, length):
+        self.requests += 1
+        try:
+            with _open(
+                self.url, self.headers, start, self.timeout, self.validate_certs, end=start + length - 1
+            ) as reply:
+                if reply.status == 206:
+                    content_range = reply.headers.get("Content-Range", "")
+                    if not content_range.startswith(f"bytes {start}-"):
+                        raise FetchError(f"{self.url}: server answered {content_range!r} to a range from {start}")
+                    total = content_range.rpartition("/")[2]
+                    if total.isdigit():
+                        self.size = int(total)
+                    skip = 0
+                elif reply.status == 200:
+                    skip = start  # Range ignored: the body starts at byte 0
+                else:
+                    raise FetchError(f"{self.url}: unexpected HTTP status {reply.status}")
+                raw = _read_exactly(reply, skip + length)
+                block = raw[skip:]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416:
+                return b""  # asked beyond the end: the file is shorter than the header it claims
+            raise FetchError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+        except OSError as exc:
+            raise FetchError(f"{self.url}: {exc}") from None
+        self.received += len(raw)
+        return block
+
+
+def read_headers(shards, *, headers=None, timeout=60, validate_certs=True, window=64 << 10):
+    """The GGUF headers of a model's shards (in order, shard 1 first), none of their tensor data: a shard with
+    ``src_controller`` is read from that local file, one with ``url`` by growing Range requests.
+
+    Returns ``(model, reads)``: ``model`` as ``_gguf_header.read_model`` gives it (``paths`` are the shard names),
+    ``reads`` one ``{"name", "header_bytes", "data_offset", "requests", "received"}`` per shard.
+    Raises FetchError or ``_gguf_header.GGUFError``.
+    """
+    parsed, reads = [], []
+    for shard in shards:
+        if shard.get("src_controller"):
+            with open(shard["src_controller"], "rb") as handle:
+                header = gguf_header.parse_header(handle, shard["name"])
+            requests, received = 0, header["header_bytes"]
+        elif shard.get("url"):
+            reader = RangeReader(
+                shard["url"], headers=headers, timeout=timeout, validate_certs=validate_certs, window=window
+            )
+            header = gguf_header.parse_header(reader, shard["name"])
+            requests, received = reader.requests, reader.received
+        else:
+            raise FetchError(f"{shard['name']}: no URL and no local file to read its header from")
+        parsed.append(header)
+        reads.append(
+            {
+                "name": shard["name"],
+                "header_bytes": header["header_bytes"],
+                "data_offset": header["data_offset"],
+                "requests": requests,
+                "received": received,
+            }
+        )
+    return gguf_header.merge_headers([shard["name"] for shard in shards], parsed), reads
+
+
+def _read_exactly(reply, size):
+    """Up to ``size`` bytes of a response body (fewer only at its end); the rest is never read."""
+    chunks, have = [], 0
+    while have < size:
+        block = reply.read(min(CHUNK, size - have))
+        if not block:
+            break
+        chunks.append(block)
+        have += len(block)
+    return b"".join(chunks)
 
 
 def copy_local(source, partial, shard):

@@ -171,6 +171,15 @@ options:
     description: Verify TLS certificates (hosts and controller).
     type: bool
     default: true
+  fetch:
+    description:
+      - V(false) plans only, for C(playbooks/plan.yml) - the source is resolved (controller files are not hashed),
+        every candidate host reports its model directory, the plan is made as with V(true), and the GGUF header of
+        every shard is read - with HTTP C(Range) requests of growing size from a URL or the hub, or from the
+        controller file - never its tensor data. Nothing is fetched, copied, linked or removed on any host.
+      - A model that does not fit is not a failure then - RV(refusal) holds the message the task would fail with.
+    type: bool
+    default: true
   _request:
     description:
       - Internal. Set by the action plugin for each host (the phase, the shards and links); not for playbooks.
@@ -253,7 +262,7 @@ RETURN = r"""
 plan:
   description:
     - Every shard in file order with the host it is placed on and its path on that host (the same on every host).
-  returned: always
+  returned: always, except with O(fetch=false) when RV(refusal) is set
   type: list
   elements: dict
   sample:
@@ -324,6 +333,37 @@ per_host:
       verified: []
       refetched: []
       actions: [fetch m-00002-of-00002.gguf]
+model:
+  description:
+    - With O(fetch=false), the model as M(llamarpc.cluster.llama_cluster_plan) plans it (its
+      O(llamarpc.cluster.llama_cluster_plan#module:model)), read from the shards' GGUF headers - layer count, weight
+      bytes per layer, KV heads and sizes.
+  returned: when O(fetch=false)
+  type: dict
+  sample: {"architecture": "llama", "n_layer": 8, "weight_bytes": 13107200}
+header_reads:
+  description: With O(fetch=false), per shard the header's length, where its data starts, and the HTTP requests and
+    bytes it took to read it.
+  returned: when O(fetch=false)
+  type: list
+  elements: dict
+  sample: [{name: m-00001-of-00002.gguf, header_bytes: 6021344, data_offset: 6021344, requests: 5, received: 8126464}]
+refusal:
+  description: With O(fetch=false), the message a fetching run would fail with when the model does not fit (what is
+    missing where), else null; RV(plan) is then not returned.
+  returned: when O(fetch=false)
+  type: str
+reports:
+  description: With O(fetch=false), what each candidate host reported of its model directory (C(free), C(partial_bytes),
+    C(complete), C(exists), C(tensor_cache)).
+  returned: when O(fetch=false)
+  type: dict
+shards:
+  description: With O(fetch=false), the shards of the source in order (C(name), C(size), C(sha256) - null for
+    controller files - and C(url)).
+  returned: when O(fetch=false)
+  type: list
+  elements: dict
 revision:
   description: The commit the Hugging Face revision resolved to.
   returned: when O(hf_repo) is used
@@ -373,6 +413,7 @@ TASK_OPTIONS = {
     "retries": {"type": "int", "default": 5},
     "plan_timeout": {"type": "int", "default": 600},
     "validate_certs": {"type": "bool", "default": True},
+    "fetch": {"type": "bool", "default": True},
 }
 
 # The one internal option: what the action plugin asks this host to do. ``phase`` ``stat`` reports the model

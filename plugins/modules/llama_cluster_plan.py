@@ -35,9 +35,16 @@ attributes:
     support: none
 options:
   model_path:
-    description: Shard 1 of the model (or its only file) on the host the module runs on.
+    description:
+      - Shard 1 of the model (or its only file) on the host the module runs on.
+      - Exactly one of O(model_path) and O(model) is required.
     type: path
-    required: true
+  model:
+    description:
+      - The model as already read from its GGUF headers, instead of O(model_path) - the C(model) that
+        M(llamarpc.cluster.gguf_shard_place) returns with C(fetch=false) (C(playbooks/plan.yml) plans with it before
+        any shard is downloaded), or the RV(model) of an earlier run.
+    type: dict
   workers:
     description:
       - The candidate workers, in a stable order (the inventory's). Each has C(name), C(endpoint)
@@ -170,6 +177,9 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_p
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 
+# What the planner reads of a model summary (_cluster_plan.summarize).
+MODEL_KEYS = ("n_layer", "n_head_kv", "head_k", "head_v", "layer_bytes", "output_bytes", "embedding_bytes")
+
 
 def _size(module, name):
     try:
@@ -226,7 +236,8 @@ def _plan_in_force(path):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "model_path": {"type": "path", "required": True},
+            "model_path": {"type": "path"},
+            "model": {"type": "dict"},
             "workers": {"type": "list", "elements": "dict", "required": True},
             "coordinator": {"type": "str"},
             "ctx_size": {"type": "int", "default": 4096},
@@ -238,6 +249,8 @@ def main():
             "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
             "keep_plan_file": {"type": "path"},
         },
+        mutually_exclusive=[("model_path", "model")],
+        required_one_of=[("model_path", "model")],
         supports_check_mode=True,
     )
     params = module.params
@@ -247,7 +260,12 @@ def main():
             module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}")
     workers = planner.round_memory(params["workers"])
     try:
-        summary = planner.summarize(gguf.read_model(params["model_path"]))
+        summary = params["model"] or planner.summarize(gguf.read_model(params["model_path"]))
+        missing = sorted(set(MODEL_KEYS) - set(summary))
+        if missing:
+            module.fail_json(
+                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_place returns with fetch=false"
+            )
         result = planner.plan(
             summary,
             workers,

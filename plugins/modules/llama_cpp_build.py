@@ -413,7 +413,8 @@ def run_step(argv, log, env, what):
     log.write(f"\n$ {shlex.join(argv)}\n")
     log.flush()
     try:
-        proc = subprocess.run(
+        # Output streamed to the log file while the step runs (it can be tailed); run_command keeps it in memory.
+        proc = subprocess.run(  # pylint: disable=ansible-bad-function
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, check=False
         )
     except OSError as exc:
@@ -592,7 +593,8 @@ def smoke_test(stage_bin, rpc_server, env):
         return None
     argv = [os.path.join(stage_bin, rpc_server), "--help"]
     try:
-        proc = subprocess.run(
+        # Bounded in time (a binary that hangs at start must not hang the build); run_command has no timeout.
+        proc = subprocess.run(  # pylint: disable=ansible-bad-function
             argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, timeout=SMOKE_TIMEOUT, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:

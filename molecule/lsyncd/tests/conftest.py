@@ -60,18 +60,22 @@ def unit_state(host, unit="lsyncd.service"):
 
 
 def put_file(host, path, size_kib=0, text=None):
-    """Create a file owned by pool (random bytes or text) and return its sha256."""
+    """Create a file owned by pool (random bytes or text) and return its sha256; any failing step fails the test."""
     if text is not None:
-        host.run(f"printf '%s\\n' {text!r} > {path}")
+        host.check_output(f"printf '%s\\n' {text!r} > {path}")
     else:
-        host.run(f"head -c {size_kib * 1024} /dev/urandom > {path}")
-    host.run(f"chown pool:pool {path}")
-    return sha256(host, path)
+        host.check_output(f"head -c {size_kib * 1024} /dev/urandom > {path}")
+    host.check_output(f"chown pool:pool {path}")
+    digest = sha256(host, path)
+    assert digest is not None, f"{path} was not written on {host}"
+    return digest
 
 
 def sha256(host, path):
-    result = host.run(f"sha256sum {path}")
-    return result.stdout.split()[0] if result.rc == 0 else None
+    """The file's sha256, or None when it does not exist; any other failure (unreadable, ssh) fails the test."""
+    result = host.run(f"test ! -e {path} || sha256sum {path}")
+    assert result.rc == 0, f"sha256 of {path}: rc {result.rc}: {result.stderr}"
+    return result.stdout.split()[0] if result.stdout.strip() else None
 
 
 def restart_lsyncd_by_kill(host):

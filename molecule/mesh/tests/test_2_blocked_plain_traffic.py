@@ -52,6 +52,23 @@ def test_worker_binds_the_mesh_address(name):
     assert f"-H {mesh_address(name)} " in exec_start
 
 
-def test_worker_firewall_admits_the_coordinator_by_its_mesh_address():
-    rules = lab("node2").check_output("nft list table inet llamarpc_rpc_worker")
-    assert mesh_address("node1") in rules
+def rpc_state(source, target):
+    """The RPC state of ``target``'s worker on its mesh address, probed from ``source``."""
+    result = module(
+        source, "llamarpc.cluster.rpc_endpoint_facts", {"endpoints": [f"{mesh_address(target)}:{RPC_PORT}"]}
+    )
+    return result["ansible_facts"]["rpc_endpoints"][0]
+
+
+@pytest.mark.parametrize("worker", ["node2", "node3"])
+def test_worker_accepts_the_coordinator_and_refuses_another_mesh_host(worker):
+    """The firewall is judged by connections, not by its rule text: from the coordinator (node1) the worker's mesh
+    address and port answer the RPC handshake; from the other worker, the same address and port refuse. The
+    listener is shown first, so that the refusal cannot come from a port nobody listens on."""
+    other = next(name for name in HOSTS if name not in {"node1", worker})
+    listening = lab(worker).check_output(f"ss -ltnH 'sport = :{RPC_PORT}'")
+    assert f"{mesh_address(worker)}:{RPC_PORT}" in listening, listening
+    accepted = rpc_state("node1", worker)
+    assert accepted["state"] == "ready", accepted
+    refused = rpc_state(other, worker)
+    assert refused["state"] == "refused", refused

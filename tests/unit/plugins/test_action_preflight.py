@@ -42,15 +42,24 @@ def site_plays():
     return yaml.safe_load((REPO / "playbooks/site.yml").read_text(encoding="utf-8"))
 
 
+def test_site_and_plan_start_with_the_one_preflight():
+    for playbook in ("site.yml", "plan.yml"):
+        first = yaml.safe_load((REPO / "playbooks" / playbook).read_text(encoding="utf-8"))[0]
+        assert first["ansible.builtin.import_playbook"] == "preflight.yml", playbook
+
+
 def preflight_task():
-    tasks = [task for task in site_plays()[0]["tasks"] if "llamarpc.cluster.preflight" in task]
+    play = yaml.safe_load((REPO / "playbooks/preflight.yml").read_text(encoding="utf-8"))[0]
+    tasks = [task for task in play["tasks"] if "llamarpc.cluster.preflight" in task]
     assert len(tasks) == 1
     return tasks[0]["llamarpc.cluster.preflight"]
 
 
 def test_site_checks_every_role_of_its_plays_on_the_plays_hosts():
     wanted = {}
-    for play in site_plays()[1:]:
+    for play in site_plays():
+        if "ansible.builtin.import_playbook" in play:
+            continue
         for role in play.get("roles", []):
             name = (role["role"] if isinstance(role, dict) else role).removeprefix(COLLECTION)
             wanted.setdefault(name, set()).add(play["hosts"])
@@ -65,3 +74,21 @@ def test_every_port_variable_is_a_role_option():
     options = set().union(*load_role_specs(REPO / "roles").values())
     for entry in preflight_task()["ports"]:
         assert entry["variable"] in options
+
+
+def test_default_ports_of_the_services_differ():
+    """Open WebUI may run on the coordinator's host, and a worker too: each service's default port is its own."""
+    options = {}
+    for role_options in load_role_specs(REPO / "roles").values():
+        options.update(role_options)
+    defaults = {entry["service"]: options[entry["variable"]]["default"] for entry in preflight_task()["ports"]}
+    assert len(set(defaults.values())) == len(defaults), defaults
+    assert defaults["Open WebUI"] != defaults["llama-server"]
+
+
+def test_role_defaults_match_the_argument_spec_for_the_ports():
+    for entry in preflight_task()["ports"]:
+        variable = entry["variable"]
+        role = next(role for role, options in load_role_specs(REPO / "roles").items() if variable in options)
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+        assert defaults[variable] == load_role_specs(REPO / "roles")[role][variable]["default"], variable

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from ansible.errors import AnsibleActionFail
 
@@ -90,3 +92,48 @@ def test_tensor_caches_option():
 def test_bad_tensor_caches(given, message):
     with pytest.raises(AnsibleActionFail, match=message):
         action.tensor_caches(given, ["node1"], known=["node1"])
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tiny_gguf import generate  # noqa: PLC0415 - numpy and gguf only for these tests
+
+    made = generate(tmp_path_factory.mktemp("tiny"), preset="tiny", shards=3, seed=1)
+    return [{"name": f["name"], "size": f["size"], "sha256": None, "src_controller": f["path"]} for f in made["files"]]
+
+
+def plan_only(shards, reports, caches=None):
+    """fetch=false on the controller: the action's own planner, no host touched (its reports are given)."""
+    plugin = action.ActionModule.__new__(action.ActionModule)
+    plugin._task = type("Task", (), {"diff": False})()  # noqa: SLF001 - what _summary reads of the task
+    args = {"model_dir": MODEL_DIR, "link": True, "timeout": 5, "validate_certs": True}
+    planned = {**request(caches or {}), "mounts": {name: f"/mnt/llamarpc/{name}" for name in reports}}
+    return plugin._plan_only(args, "node1", shards, reports, planned, {})  # noqa: SLF001
+
+
+def test_plan_only_plans_like_a_fetching_run_and_reads_the_model(tiny):
+    reports = {"node1": report(8 * MB), "node2": report(20 * MB), "node3": report(6 * MB)}
+    out = plan_only(tiny, reports)
+    placement, _planned = action.ActionModule._plan(tiny, reports, request({}))
+    assert out["refusal"] is None and out["changed"] is False
+    assert [(s["name"], s["host"]) for s in out["plan"]] == [(s["name"], s["host"]) for s in placement]
+    assert out["model"]["n_layer"] == 8 and out["model"]["weight_bytes"] > 0
+    assert [read["requests"] for read in out["header_reads"]] == [0, 0, 0]  # controller files: read locally
+    assert out["fetched"] == [] and out["actions"] == []
+
+
+def test_plan_only_gives_the_refusal_a_fetching_run_fails_with(tiny):
+    reports = {"node1": report(1 * MB), "node2": report(2 * MB), "node3": report(1 * MB)}
+    with pytest.raises(AnsibleActionFail) as caught:
+        action.ActionModule._plan(tiny, reports, request({}))
+    out = plan_only(tiny, reports)
+    assert out["refusal"] == str(caught.value)
+    assert out["refusal"].startswith("nothing was downloaded: the model does not fit")
+    assert "plan" not in out and out["model"]["n_layer"] == 8
+
+
+def test_plan_only_does_not_hash_controller_files(tmp_path):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGUF")
+    assert action.resolve_files([str(path)], digest=False)[0]["sha256"] is None
+    assert action.resolve_files([str(path)])[0]["sha256"] == hashlib.sha256(b"GGUF").hexdigest()

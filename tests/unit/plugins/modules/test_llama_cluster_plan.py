@@ -114,3 +114,23 @@ def test_the_plan_explains_its_worker_count_in_round_trips(run_module, model):
     assert out["explanation"] == (
         "2 of 2 usable worker(s) (all): the layer split crosses the network 4 times per generated token"
     )
+
+
+def test_a_model_read_elsewhere_plans_exactly_like_its_files(run_module, model):
+    # plan.yml gives the summary read from the shards' headers by Range; site.yml gives the file: same plan.
+    by_file = run_module(
+        llama_cluster_plan, {"model_path": model["files"][0]["path"], "workers": workers(1, 3, 2), "ctx_size": 512}
+    ).result
+    by_summary = run_module(
+        llama_cluster_plan, {"model": by_file["model"], "workers": workers(1, 3, 2), "ctx_size": 512}
+    ).result
+    assert by_summary["plan"] == by_file["plan"]
+
+
+def test_model_and_model_path_exclude_each_other_and_a_summary_must_be_whole(run_module, model):
+    both = run_module(llama_cluster_plan, {"model_path": "/x.gguf", "model": {"n_layer": 1}, "workers": workers(1)})
+    assert both.failed and "mutually exclusive" in both.result["msg"]
+    neither = run_module(llama_cluster_plan, {"workers": workers(1)})
+    assert neither.failed and "one of the following is required" in neither.result["msg"]
+    partial = run_module(llama_cluster_plan, {"model": {"n_layer": 8}, "workers": workers(1)})
+    assert partial.failed and "model lacks embedding_bytes" in partial.result["msg"]

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Unit and sanity tests on the other ansible-core releases meta/runtime.yml admits (the project's own .venv runs
+# 2.19 on Debian 12's Python 3.11; molecule and the integration tests use that one). Each release gets a virtualenv
+# of its own under .cache/matrix, on a Python it supports, found on PATH or under pyenv; all run at once.
+#   tools/ansible_matrix.sh              # every entry of MATRIX
+#   MATRIX="2.21.5:3.13" tools/ansible_matrix.sh
+# A Python missing from the machine is reported and that entry skipped (Debian 12 itself has only 3.11).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MATRIX=${MATRIX:-"2.20.10:3.12 2.21.5:3.13"}
+logs=tests/output/matrix
+mkdir -p "$logs" .cache/matrix
+pin() { grep -i "^$1==" requirements.txt; }  # the project's pin of a test dependency
+
+find_python() {  # X.Y -> a python executable of that version, or nothing
+  local candidate
+  for candidate in "$(command -v "python$1" 2>/dev/null)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/"python$1"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import venv' 2>/dev/null; then
+      echo "$candidate"
+      return
+    fi
+  done
+}
+
+run_entry() {  # core version, python version
+  local core=$1 py=$2 venv=.cache/matrix/core-$1 python stamp start=$(date +%s)
+  python=$(find_python "$py")
+  if [ -z "$python" ]; then
+    echo "SKIPPED: no Python $py on this machine"
+    return 0
+  fi
+  stamp="ansible-core==$core $(pin pytest) $(pin hypothesis) $(pin gguf)"
+  if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$venv" && "$python" -m venv "$venv" && "$venv/bin/pip" install -q $stamp && echo "$stamp" > "$venv/.stamp" \
+      || return 1
+  fi
+  echo "ansible-core $core on $("$venv/bin/python" --version)"
+  ANSIBLE_COLLECTIONS_PATH=$PWD/.collections "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit || return 1
+  SANITY_VENV=$PWD/$venv SANITY_PYTHON=$py tools/sanity.sh || return 1
+  echo "ansible-core $core: unit and sanity passed in $(( $(date +%s) - start )) s"
+}
+
+pids=() names=()
+for entry in $MATRIX; do
+  run_entry "${entry%%:*}" "${entry##*:}" > "$logs/core-${entry%%:*}.log" 2>&1 &
+  pids+=("$!") names+=("$entry")
+done
+status=0
+for index in "${!pids[@]}"; do
+  log=$logs/core-${names[$index]%%:*}.log
+  if wait "${pids[$index]}"; then
+    echo "=== ansible-core ${names[$index]%%:*} (Python ${names[$index]##*:}) passed"
+    grep -E '^SKIPPED|^=+ .*(passed|failed).* in [0-9.]+s|^[0-9]+ passed|passed in [0-9]+ s$' "$log"
+  else
+    status=1
+    echo "=== ansible-core ${names[$index]%%:*} (Python ${names[$index]##*:}) FAILED; its log:"
+    cat "$log"
+  fi
+done
+exit $status
