@@ -72,6 +72,14 @@ def main() -> int:
         )
         page = context.pages[0] if context.pages else context.new_page()
         page.set_default_timeout(120_000)
+        # What went wrong in the page, for the test's failure message: script errors, console errors, failed requests.
+        problems = result.setdefault("problems", [])
+        page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+        page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+        page.on(
+            "response",
+            lambda response: response.status >= 400 and problems.append(f"HTTP {response.status} {response.url}"),
+        )
         try:
             page.goto(args.url + "/auth", wait_until="domcontentloaded")
             page.locator("input[type=email]").fill(args.email)
@@ -111,6 +119,7 @@ def main() -> int:
             result["screenshot"] = args.screenshot
             result["final_url"] = page.url
             context.close()
+            print(json.dumps({"final_url": result["final_url"], "problems": problems[-20:]}), file=sys.stderr)
     print(json.dumps(result))
     return 0
 

@@ -47,8 +47,8 @@ def render(expression, **variables):
     return Templar(loader=DataLoader(), variables=context).template(trust_as_template(expression))
 
 
-def published(endpoint=ENDPOINT):
-    return {"hostvars": {"node1": {"ansible_host": "10.0.0.1", "llama_coordinator_endpoint": endpoint}}}
+def published():
+    return {"hostvars": {"node1": {"ansible_host": "10.0.0.1", "llama_coordinator_endpoint": dict(ENDPOINT)}}}
 
 
 # -- endpoint, key and model from the coordinator ------------------------------------------------------------------
