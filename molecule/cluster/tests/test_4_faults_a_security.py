@@ -117,14 +117,9 @@ def _units(host):
 def _users(host, units):
     """Unit -> its User= ('' when it names none: root)."""
     out = host.run_expect([0], "systemctl show -p Id -p User " + " ".join(units)).stdout
-    users, unit = {}, None
-    for line in out.splitlines():
-        key, value = line.split("=", 1) if "=" in line else (line, "")
-        if key == "Id":
-            unit = value
-        elif key == "User" and unit:
-            users[unit] = value
-    return users
+    # One block per unit, separated by an empty line; within a block systemd orders the properties its own way.
+    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line) for block in out.split("\n\n")]
+    return {block["Id"]: block.get("User", "") for block in blocks if "Id" in block}
 
 
 def _exposure(host, unit):
