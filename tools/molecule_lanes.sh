@@ -47,7 +47,7 @@ for index in "${!pids[@]}"; do
   if wait "${pids[$index]}"; then
     echo "=== lane $index passed: ${names[$index]}"
     # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
-    grep -E '^=== |^=+ .*(passed|failed|skipped|error).* in [0-9.]+s' "$logs/lane-$index.log"
+    grep -E '^=== |=+ .*[0-9]+ (passed|failed|error).* in [0-9.]+s' "$logs/lane-$index.log"
   else
     status=1
     echo "=== lane $index FAILED: ${names[$index]}; its log:"
