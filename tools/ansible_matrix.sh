@@ -8,7 +8,7 @@
 # MATRIX_REQUIRE=1 (`make matrix`, so `make test` and CI) a skipped entry fails the run: the README promises unit and
 # sanity tests on every release, so a machine without the Pythons must say so rather than pass.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 MATRIX=${MATRIX:-"2.20.10:3.12 2.21.5:3.13"}
 require=${MATRIX_REQUIRE:-0}
 skipped=77  # run_entry's status when the entry's Python is missing
@@ -27,15 +27,17 @@ find_python() {  # X.Y -> a python executable of that version, or nothing
 }
 
 run_entry() {  # core version, python version
-  local core=$1 py=$2 venv=.cache/matrix/core-$1 python stamp start=$(date +%s)
+  local core=$1 py=$2 venv=.cache/matrix/core-$1 python stamp packages start
+  start=$(date +%s)
   python=$(find_python "$py")
   if [ -z "$python" ]; then
     echo "SKIPPED: no Python $py on this machine (on PATH as python$py or under ${PYENV_ROOT:-$HOME/.pyenv}/versions)"
     return $skipped
   fi
-  stamp="ansible-core==$core $(pin pytest) $(pin hypothesis) $(pin gguf)"
+  packages=("ansible-core==$core" "$(pin pytest)" "$(pin hypothesis)" "$(pin gguf)")
+  stamp="${packages[*]}"
   if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$stamp" ]; then
-    rm -rf "$venv" && "$python" -m venv "$venv" && "$venv/bin/pip" install -q $stamp && echo "$stamp" > "$venv/.stamp" \
+    rm -rf "$venv" && "$python" -m venv "$venv" && "$venv/bin/pip" install -q "${packages[@]}" && echo "$stamp" > "$venv/.stamp" \
       || return 1
   fi
   echo "ansible-core $core on $("$venv/bin/python" --version)"
