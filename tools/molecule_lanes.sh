@@ -8,7 +8,7 @@
 # else its step lines and test summaries.
 #   tools/molecule_lanes.sh worker -- "cluster default" "lsyncd shards mesh" "make:integration"
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 molecule=${MOLECULE:-.venv/bin/molecule}
 logs=tests/output/molecule
 mkdir -p "$logs"

@@ -13,7 +13,8 @@ fi
 # llama.cpp is built with.
 APT_PACKAGES=(systemd-container debootstrap iproute2 nftables e2fsprogs openssh-client sshfs fuse3 rsync
               python3 python3-venv python3-dev ca-certificates git make cmake g++ libgomp1 procps psmisc
-              nginx-light)  # nginx: a real HTTP server with Range, for the shard download tests (loopback only)
+              nginx-light   # nginx: a real HTTP server with Range, for the shard download tests (loopback only)
+              shellcheck)   # ansible-test sanity skips its shellcheck test, with only a warning, when it is missing
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")

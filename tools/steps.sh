@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`'s steps, one after another, each timed, stopping at the first failure: tools/steps.sh setup lint unit
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 total=$(date +%s)
 for step in "$@"; do
   start=$(date +%s)

@@ -490,8 +490,14 @@ class Bench:
                 }
             )
         paths = [os.path.join(p["results_dir"], n) for n in ("results.json", "report.md", "chart.png")]
-        report = {"files": paths, "ratios": ratios, "results": results, "links": links, "rerun": rerun}
-        report["models"] = models
+        report = {
+            "files": paths,
+            "ratios": ratios,
+            "results": results,
+            "links": links,
+            "rerun": rerun,
+            "models": models,
+        }
         if self.m.check_mode:
             self.m.exit_json(changed=True, report=report)
         os.makedirs(p["results_dir"], exist_ok=True)
@@ -502,17 +508,16 @@ class Bench:
                 indent=2,
                 sort_keys=True,
             )
+        markdown = markdown_report(results, ratios, p["meta"], links, rerun, models)
         with open(paths[1], "w", encoding="utf-8") as handle:
-            handle.write(markdown_report(results, ratios, p["meta"], links, rerun, models))
+            handle.write(markdown)
         warnings = []
         if not write_chart(results, paths[2]):
             paths.pop()
             warnings.append("matplotlib is not installed on the controller: no chart.png")
         for w in warnings:
             self.m.warn(w)
-        self.m.exit_json(
-            changed=True, report=report, markdown=markdown_report(results, ratios, p["meta"], links, rerun, models)
-        )
+        self.m.exit_json(changed=True, report=report, markdown=markdown)
 
 
 def main():

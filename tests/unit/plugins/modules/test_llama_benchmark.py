@@ -76,7 +76,9 @@ def test_report_writes_json_markdown_and_predictions(run_module, tmp_path):
     # Calibrated on single (10 tok/s): 0.1 s compute; 2 workers x 2 round trips x 10 ms = 0.04 s.
     assert abs(layer["predicted_tps"] - 1 / 0.14) < 1e-9
     assert data["ratios"][0]["met"] is False
-    assert "| layer/single | 0.800 | >= 0.95 | NO |" in (tmp_path / "r" / "report.md").read_text()
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    assert "| layer/single | 0.800 | >= 0.95 | NO |" in markdown
+    assert out.result["markdown"] == markdown  # what the module returns is the file it wrote
 
 
 def test_check_mode_writes_nothing(run_module, tmp_path):
