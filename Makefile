@@ -80,9 +80,11 @@ unit:
 integration:
 	LLAMARPC_REQUIRE_LLAMA=1 $(BIN)/pytest tests/integration
 
-# Unit and sanity tests on ansible-core 2.20 and 2.21 (Python 3.12 and 3.13, from PATH or pyenv), at once. A missing
-# Python fails here (the README promises those tests); `make matrix MATRIX_REQUIRE=0` reports it as SKIPPED instead.
-MATRIX_REQUIRE ?= 1
+# Unit and sanity tests on ansible-core 2.20 and 2.21 (Python 3.12 and 3.13, from PATH or pyenv), at once. In CI
+# (CI set, as .ci/run runs) a missing Python fails the run: CI must prove what the README promises. On a plain Debian 12
+# box, which has only Python 3.11, it is reported as SKIPPED, so that `make test` still works there; MATRIX_REQUIRE=1
+# or 0 decides either way.
+MATRIX_REQUIRE ?= $(if $(CI),1,0)
 matrix:
 	@MATRIX_REQUIRE=$(MATRIX_REQUIRE) tools/ansible_matrix.sh
 
