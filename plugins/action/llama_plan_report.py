@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _plan_report as report
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as shard_fetch
 
 ARGUMENT_SPEC = {
     "model": {"type": "dict", "required": True},
@@ -39,20 +39,11 @@ ARGUMENT_SPEC = {
 
 
 def write_json(path, doc):
-    """Write ``doc`` to ``path`` atomically; True when the content changed."""
-    content = json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == content:
-                return False
-    except OSError:
-        pass
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".llamarpc-plan-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(content)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    """Write ``doc`` to ``path`` atomically (``_shard_fetch.write_json``: fsync, rename, no temporary file left on
+    failure); True when the content changed."""
+    if shard_fetch.read_json(path) == json.loads(json.dumps(doc)):
+        return False
+    shard_fetch.write_json(path, doc)
     return True
 
 

@@ -389,6 +389,16 @@ def _open(url, headers, start, timeout, validate_certs, end=None):
     raise FetchError(f"too many redirects for {url}")
 
 
+def _range_total(reply, start, label):
+    """The file size a 206 reply states (None when it does not say), once its Content-Range is checked to start at
+    ``start``: a part from elsewhere would corrupt a resumed download or a header."""
+    content_range = reply.headers.get("Content-Range", "")
+    if not content_range.startswith(f"bytes {start}-"):
+        raise FetchError(f"{label}: server answered {content_range!r} to a range from {start}")
+    total = content_range.rpartition("/")[2]
+    return int(total) if total.isdigit() else None
+
+
 def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):
     """Append the missing bytes of ``url`` to ``partial`` (Range requests, resumed after any failure).
 
@@ -411,9 +421,7 @@ def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progre
                     have = 0  # Range ignored: start over
                     mode = "wb"
                 elif status == 206:
-                    content_range = response.headers.get("Content-Range", "")
-                    if not content_range.startswith(f"bytes {have}-"):
-                        raise FetchError(f"{shard['name']}: server answered {content_range!r} to a range from {have}")
+                    _range_total(response, have, shard["name"])
                     mode = "ab"
                 elif status == 200:
                     mode = "wb"
@@ -509,12 +517,7 @@ class RangeReader:
                 self.url, self.headers, start, self.timeout, self.validate_certs, end=start + length - 1
             ) as reply:
                 if reply.status == 206:
-                    content_range = reply.headers.get("Content-Range", "")
-                    if not content_range.startswith(f"bytes {start}-"):
-                        raise FetchError(f"{self.url}: server answered {content_range!r} to a range from {start}")
-                    total = content_range.rpartition("/")[2]
-                    if total.isdigit():
-                        self.size = int(total)
+                    self.size = _range_total(reply, start, self.url) or self.size
                     skip = 0
                 elif reply.status == 200:
                     skip = start  # Range ignored: the body starts at byte 0

@@ -351,7 +351,7 @@ header_reads:
   returned: when O(fetch=false)
   type: list
   elements: dict
-  sample: [{name: m-00001-of-00002.gguf, header_bytes: 6021344, data_offset: 6021344, requests: 5, received: 8126464}]
+  sample: [{name: m-00001-of-00002.gguf, header_bytes: 6021344, data_offset: 6021344, requests: 7, received: 8323072}]
 refusal:
   description: With O(fetch=false), the message a fetching run would fail with when the model does not fit (what is
     missing where), else null; RV(plan) is then not returned.

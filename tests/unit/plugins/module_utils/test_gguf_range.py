@@ -18,10 +18,11 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fet
 
 
 class RangeServer(http.server.ThreadingHTTPServer):
-    def __init__(self, root, honour_range=True):
+    def __init__(self, root, honour_range=True, wrong_start=False):
         super().__init__(("127.0.0.1", 0), RangeHandler)
         self.root = Path(root)
         self.honour_range = honour_range
+        self.wrong_start = wrong_start  # answer every range as if it started at byte 0
         self.log = []  # (path, Range header or None, bytes of body sent)
         self.lock = threading.Lock()
 
@@ -45,7 +46,8 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             else:
                 body = data[start : end + 1]
                 self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+                shown = 0 if self.server.wrong_start else start
+                self.send_header("Content-Range", f"bytes {shown}-{end}/{len(data)}")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
         else:
@@ -76,8 +78,8 @@ def model(tmp_path_factory):
 def serve(model):
     servers = []
 
-    def start(honour_range=True):
-        server = RangeServer(Path(model["files"][0]["path"]).parent, honour_range)
+    def start(honour_range=True, wrong_start=False):
+        server = RangeServer(Path(model["files"][0]["path"]).parent, honour_range, wrong_start)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return server
@@ -138,6 +140,12 @@ def test_a_server_ignoring_range_is_read_only_as_far_as_needed(model, serve):
     assert remote["tensors"] == header.read_model(model["files"][0]["path"])["tensors"]
     for read in reads:
         assert read["received"] <= read["header_bytes"] + 4096 * 2 ** read["requests"]
+
+
+def test_a_part_from_elsewhere_than_asked_is_refused(model, serve):
+    server = serve(wrong_start=True)
+    with pytest.raises(sf.FetchError, match=r"server answered 'bytes 0-\d+/\d+' to a range from 1024"):
+        sf.read_headers(shards_of(model, server)[:1], window=1024)
 
 
 def test_a_file_shorter_than_its_header_is_a_clear_error(model, serve, tmp_path):

@@ -122,3 +122,18 @@ def test_the_rpc_workers_running_now_are_on_one_line():
         ]
     )
     assert "RPC workers now: 10.0.0.1:50052 ready (protocol 3.0.0); 10.0.0.2:50052 refused" in doc["text"]
+
+
+def test_a_failed_write_keeps_the_old_plan_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "plan.json"
+    assert write_json(str(path), build()) is True
+    before = path.read_text()
+
+    def fail(*_args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", fail)
+    with pytest.raises(OSError, match="No space left"):
+        write_json(str(path), build(source_mbit=40.0))
+    assert [entry.name for entry in tmp_path.iterdir()] == ["plan.json"]
+    assert path.read_text() == before
