@@ -18,7 +18,23 @@ import stat
 import subprocess
 import sys
 
-SCOPE = ("/etc", "/opt", "/usr/local", "/var/lib", "/var/cache", "/srv", "/data", "/home", "/root")
+# Besides the usual places, those the roles write outside dpkg's view or at run time: the shards' mount points
+# (llama_model_mount_root), apt keyrings (the tailscale role), the coordinator's and WireGuard's runtime state.
+SCOPE = (
+    "/etc",
+    "/opt",
+    "/usr/local",
+    "/usr/share/keyrings",
+    "/var/lib",
+    "/var/cache",
+    "/srv",
+    "/data",
+    "/home",
+    "/root",
+    "/mnt",
+    "/run/llamarpc",
+    "/run/wireguard",
+)
 # Paths that change without anyone changing the host: the record itself, sudo's per-login timestamps, Ansible's
 # temporary files of the connecting user, systemd's random seed and timer stamps.
 SKIP = re.compile(

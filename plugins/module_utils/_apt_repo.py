@@ -16,11 +16,11 @@ import hashlib
 import json
 import re
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._dpkg import simulation_entries
+
 # Bump when the layout of a repository or the way it is resolved changes: cached repositories are rebuilt.
 REPO_RECIPE = 1
 
-# "Inst libfuse3-3 (3.14.0-4 Debian:12.11/stable [amd64])" from `apt-get install --simulate`
-_INST_RE = re.compile(r"^Inst (\S+) (?:\[[^\]]*\] )?\(([^ )]+) [^\[]*\[([^\]]+)\]")
 _PKG_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 
 # The order apt's own Packages files use; any other field follows in the order the control file has.
@@ -53,12 +53,7 @@ def repo_key(suite, arch, packages, image_key):
 
 def parse_simulation(text):
     """The (package, version, architecture) apt would install, from ``apt-get install --simulate`` output."""
-    found = []
-    for line in text.splitlines():
-        match = _INST_RE.match(line.strip())
-        if match:
-            found.append((match.group(1), match.group(2), match.group(3)))
-    return found
+    return [(name, version, arch) for name, _old, version, arch in simulation_entries(text)]
 
 
 def deb_filename(package, version, arch):

@@ -238,6 +238,40 @@ def predict(summary, kv_layer, workers, split, overhead):
     return rows
 
 
+# What rpc_endpoint_facts reports for an endpoint nothing listens on yet (in check mode: a worker this run would start,
+# or whose mesh address it would bring up).
+NOT_STARTED = ("refused", "timeout", "unreachable")
+
+
+def candidates(names, endpoints, memory, probe, serving=(), all_ready=False, check_mode=False):
+    """The planner's input, one entry per worker (``names`` and ``endpoints`` in step): its ``state`` (``unreachable
+    over SSH`` when ``memory`` has no figure for it; ``ready`` when it serves llama-server now (``serving``), when
+    every worker counts (``all_ready``: the plan-only run), or in ``check_mode`` when nothing answers for it yet; else
+    what ``probe`` (rpc_endpoint_facts' ``rpc_endpoints``) says), its memory and the probe's connect time."""
+    probed = {entry.get("endpoint"): entry for entry in probe or ()}
+    workers = []
+    for name, endpoint in zip(names, endpoints, strict=True):
+        figures = memory.get(name)
+        answer = probed.get(endpoint, {})
+        if figures is None:
+            state = "unreachable over SSH"
+        elif endpoint in serving or all_ready or (check_mode and answer.get("state") in NOT_STARTED):
+            state = "ready"
+        else:
+            state = answer.get("state", "not probed")
+        workers.append(
+            {
+                "name": name,
+                "endpoint": endpoint,
+                "state": state,
+                "mem_available": (figures or {}).get("available", 0),
+                "mem_total": (figures or {}).get("total", 0),
+                "rtt_ms": answer.get("connect_rtt_ms"),
+            }
+        )
+    return workers
+
+
 def round_memory(workers, fraction=16):
     """Workers with ``mem_available`` rounded down to 1/``fraction`` of their ``mem_total`` (when given), so that
     a rerun does not re-plan, and restart llama-server, on memory noise. ``mem_total`` is dropped."""

@@ -35,7 +35,7 @@ APT_SIMULATE = [
 ]
 
 # "Inst libpopt0 (1.19+dfsg-1 Debian:12.9/stable [amd64])" or, for an upgrade, "Inst gcc-12-base [12.2.0-13] (...)".
-_INST = re.compile(r"^Inst (?P<name>\S+)(?: \[(?P<old>[^\]]*)\])? \((?P<version>\S+)")
+_INST = re.compile(r"^Inst (?P<name>\S+)(?: \[(?P<old>[^\]]*)\])? \((?P<version>[^ )]+) [^\[]*\[(?P<arch>[^\]]+)\]")
 
 
 def installed_states(output):
@@ -65,14 +65,23 @@ def simulate_command(names, install_recommends=None):
     return [*argv, "--", *names]
 
 
+def simulation_entries(output):
+    """(name, installed version or None, new version, architecture) of each package that apt-get's simulation would
+    unpack, in its order (the one parser of ``Inst`` lines: _apt_repo uses it too)."""
+    entries = []
+    for line in output.splitlines():
+        match = _INST.match(line.strip())
+        if match:
+            entries.append((match["name"], match["old"], match["version"], match["arch"]))
+    return entries
+
+
 def simulated(output):
     """[{name, version, upgrade}] of the packages apt-get's simulation would unpack, in its order."""
-    packages = []
-    for line in output.splitlines():
-        match = _INST.match(line)
-        if match:
-            packages.append({"name": match["name"], "version": match["version"], "upgrade": match["old"] is not None})
-    return packages
+    return [
+        {"name": name, "version": version, "upgrade": old is not None}
+        for name, old, version, _arch in simulation_entries(output)
+    ]
 
 
 def summary(wanted, absent, would_install, simulation_error=None):

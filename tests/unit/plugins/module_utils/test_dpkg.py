@@ -68,3 +68,11 @@ def test_summary():
         "would install nftables (their dependencies are not known: apt-get --simulate said "
         "E: Unable to locate package nftables)"
     )
+
+
+def test_simulation_entries_carry_the_installed_version_and_architecture():
+    # The one parser of "Inst" lines (lab_apt_repo's parse_simulation reads through it too).
+    entries = _dpkg.simulation_entries(SIMULATION)
+    assert entries[0] == ("gcc-12-base", "12.2.0-13", "12.2.0-14", "amd64")
+    assert entries[-1] == ("rsync", None, "3.2.7-1", "amd64")
+    assert len(entries) == len(_dpkg.simulated(SIMULATION)) == 8

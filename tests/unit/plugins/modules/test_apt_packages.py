@@ -65,3 +65,17 @@ def test_a_name_apt_does_not_know_is_still_reported(run_module):
 def test_the_module_alone_never_installs(run_module):
     result = run_module(apt_packages, {"name": [ABSENT]})
     assert result.failed and "action plugin" in result.result["msg"]
+
+
+def test_the_simulation_writes_no_binary_cache_where_apt_would(run_module, tmp_path, monkeypatch):
+    # A fresh Debian host writes pkgcache.bin on any apt-get run; container images (docker-clean in apt.conf.d) turn
+    # that off, which would hide a simulation that writes it. Here apt's own defaults are back (an empty apt.conf.d),
+    # with its cache directory the test's own.
+    cache, parts = tmp_path / "cache", tmp_path / "apt.conf.d"
+    cache.mkdir()
+    parts.mkdir()
+    (tmp_path / "apt.conf").write_text(f'Dir::Etc::parts "{parts}";\nDir::Cache "{cache}";\n')
+    monkeypatch.setenv("APT_CONFIG", str(tmp_path / "apt.conf"))
+    result = run_module(apt_packages, {"name": ["llamarpc-no-such-package"]}, check_mode=True)
+    assert not result.failed and result.result["missing"] == ["llamarpc-no-such-package"], result.result
+    assert sorted(path.name for path in cache.rglob("*")) == []
