@@ -65,15 +65,17 @@ def owner_of(path):
     return info.st_uid, info.st_gid
 
 
-def give_to_directory_owner(path):
+def give_to_directory_owner(path, check=False):
     """Make ``path`` (a file or symlink, not followed) belong to the owner and group of its directory; True if it
-    changed. Only root can give files away: for anyone else this does nothing (their files are theirs already)."""
+    changed (with ``check``: would change, and nothing is changed). Only root can give files away: for anyone else
+    this does nothing (their files are theirs already)."""
     if os.geteuid() != 0:
         return False
     want = owner_of(os.path.dirname(os.path.abspath(path)))
     if owner_of(path) == want:
         return False
-    os.lchown(path, *want)
+    if not check:
+        os.lchown(path, *want)
     return True
 
 

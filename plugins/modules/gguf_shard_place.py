@@ -466,11 +466,9 @@ def apply(module, params):
                     if not check:
                         os.chmod(path, sf.READ_ONLY)
                         manifest[name] = {**record, "mtime_ns": os.stat(path).st_mtime_ns}
-                if os.geteuid() == 0 and sf.owner_of(path) != sf.owner_of(model_dir):
+                if sf.give_to_directory_owner(path, check=check):
                     result["actions"].append("chown {} {}:{}".format(name, *sf.owner_of(model_dir)))
                     result["changed"] = True
-                    if not check:
-                        sf.give_to_directory_owner(path)
                 continue
             corrupt = True
             manifest.pop(name, None)

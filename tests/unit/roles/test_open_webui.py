@@ -171,6 +171,34 @@ def test_extra_indexes_and_wheel_directories_are_added_to_pypi():
     assert "--platform=manylinux_2_17_x86_64" in argv
 
 
+def download_report():
+    install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text(encoding="utf-8"))
+    block = next(task for task in install if task.get("delegate_to") == "localhost")["block"]
+    return next(task for task in block if "ansible.builtin.fail" in task)
+
+
+@pytest.mark.parametrize(
+    ("download", "reported"),
+    [
+        ({"rc": 0, "stdout": ""}, False),  # downloaded
+        ({"rc": 0, "msg": "Did not run command since '/x/wheels.tar' exists"}, False),  # the wheel set is cached
+        ({"rc": 0, "msg": "Command would have run if not in check mode"}, False),  # check mode
+        ({"rc": 1, "stderr": "ERROR: No matching distribution found for torch==2.13.0+cpu"}, True),
+        # async past open_webui_download_timeout: no rc, and failed_when: false hides the failure
+        ({"failed": False, "finished": True, "msg": "Timeout exceeded", "ansible_job_id": "j1"}, True),
+    ],
+    ids=["downloaded", "cached", "check-mode", "pip-failed", "timed-out"],
+)
+def test_a_download_that_did_not_complete_stops_before_the_archive(download, reported):
+    """A partial wheel set must never become the cached archive (it would be reused by every later run)."""
+    task = download_report()
+    when = render("{{ " + task["when"] + " }}", _open_webui_download=download)
+    assert when is reported
+    if reported:
+        message = render(task["ansible.builtin.fail"]["msg"], _open_webui_download=download)
+        assert ("No matching distribution" in message) if "stderr" in download else ("did not finish" in message)
+
+
 def test_without_options_pip_uses_its_own_configuration():
     argv = download_argv()
     assert not [arg for arg in argv if "index" in arg or "find-links" in arg], argv
