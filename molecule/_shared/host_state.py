@@ -1,6 +1,6 @@
 """A lab host's state as JSON: its packages, systemd units and files (molecule/_shared/bare_record.yml runs it there).
 
-Two records of the same host compare with labtest.state_changes: a run that should change nothing (site.yml --check)
+Two records of the same host compare with state_changes below: a run that should change nothing (site.yml --check)
 must leave the same packages (dpkg), unit files, running units, and files (type, mode, owner, size, mtime, link
 target) in SCOPE. What moves on its own is left out, and said below: login sessions (each Ansible connection opens
 one), sudo's timestamps, and this record's own directory. Directory times are not recorded (a file created and
@@ -77,6 +77,22 @@ def files(scope=SCOPE):
 
 def lines(*argv):
     return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.splitlines()
+
+
+def state_changes(before, after):
+    """What differs between two host_state records, one line each: an empty list means nothing changed."""
+    changes = []
+    for key in ("packages", "unit_files", "files"):
+        old, new = before[key], after[key]
+        changes.extend(
+            f"{key}: {name}: {old.get(name)} -> {new.get(name)}"
+            for name in sorted(old.keys() | new.keys())
+            if old.get(name) != new.get(name)
+        )
+    old, new = set(before["running_units"]), set(after["running_units"])
+    changes.extend(f"running_units: {name} stopped" for name in sorted(old - new))
+    changes.extend(f"running_units: {name} started" for name in sorted(new - old))
+    return changes
 
 
 def main(dest):

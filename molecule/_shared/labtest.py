@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import testinfra
+from host_state import state_changes  # noqa: F401  (the comparison of two host_state records)
 
 #: The inventory the lab role wrote for this scenario (set by .config/molecule/config.yml).
 INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
@@ -64,22 +65,6 @@ def host_state(host, label):
     record = host.file(path)
     assert record.exists, f"{path} is missing on {host.backend.get_hostname()}: the record was not taken"
     return json.loads(record.content_string)
-
-
-def state_changes(before, after):
-    """What differs between two host_state records, one line each: an empty list means nothing changed."""
-    changes = []
-    for key in ("packages", "unit_files", "files"):
-        old, new = before[key], after[key]
-        changes.extend(
-            f"{key}: {name}: {old.get(name)} -> {new.get(name)}"
-            for name in sorted(old.keys() | new.keys())
-            if old.get(name) != new.get(name)
-        )
-    old, new = set(before["running_units"]), set(after["running_units"])
-    changes.extend(f"running_units: {name} stopped" for name in sorted(old - new))
-    changes.extend(f"running_units: {name} started" for name in sorted(new - old))
-    return changes
 
 
 def ansible_env(**extra):

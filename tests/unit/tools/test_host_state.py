@@ -1,4 +1,4 @@
-"""The check-mode record (molecule/_shared/host_state.py) and its comparison (labtest.state_changes) can fail: every
+"""The check-mode record (molecule/_shared/host_state.py) and its comparison (host_state.state_changes) can fail: every
 kind of change a check run could make to a file is reported, and only Ansible's own temporary files are left out."""
 
 from __future__ import annotations
@@ -7,9 +7,7 @@ import os
 
 import host_state
 import pytest
-
-os.environ.setdefault("LLAMARPC_LAB_INVENTORY", "/nonexistent/hosts.yml")  # labtest reads it at import
-from labtest import state_changes  # noqa: E402
+from host_state import state_changes
 
 
 def record(scope):
