@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import testinfra
-from host_state import state_changes  # noqa: F401  (the comparison of two host_state records)
 
 #: The inventory the lab role wrote for this scenario (set by .config/molecule/config.yml).
 INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]

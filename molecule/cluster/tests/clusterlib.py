@@ -6,14 +6,18 @@ import json
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import yaml
 from labtest import INVENTORY, REPO, address, adhoc, lab, run_ansible
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
 SCENARIO = REPO / "molecule" / "cluster"
-MANIFEST = REPO / ".cache" / "demo-model" / "llamarpc-tiny-seed0.manifest.json"
+# demo.yml's tiny model, in the controller user's cache (the user_path lookup's default for it).
+MANIFEST = Path(_paths.user_path("demo-model", "llamarpc-tiny-seed0.manifest.json"))
 
 
 def api(path, body=None, key=API_KEY, timeout=60):
