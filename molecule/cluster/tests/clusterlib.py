@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
-from labtest import INVENTORY, REPO, address, adhoc, lab, run_ansible
+from labtest import INVENTORY, REPO, address, adhoc, inventory_hosts, lab, run_ansible
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
 
@@ -172,3 +172,32 @@ def module(host, name, args, timeout=300):
     """(rc, result dict) of one collection module run ad hoc on a lab host (``ansible -o``)."""
     done, result = adhoc(host, name, args, timeout=timeout)
     return done.returncode, result if result is not None else {"msg": done.stdout + done.stderr}
+
+
+def status_report(tmp_path):
+    """playbooks/status.yml's record (llamarpc_status), written as JSON on the controller and read back."""
+    path = tmp_path / "status.json"
+    result = run_ansible("ansible-playbook", REPO / "playbooks" / "status.yml", "-e", f"llamarpc_status_json={path}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+UP = ("serving", "ready", "busy")
+
+
+def status_problems(report, expect_down=()):
+    """What in a status record says the cluster is not well, apart from the workers in ``expect_down``."""
+    problems = []
+    if not report["health"].startswith("200 "):
+        problems.append(f"health {report['health']}")
+    workers = report["workers"]
+    if sorted(workers) != sorted(inventory_hosts()):
+        problems.append(f"workers listed: {sorted(workers)}")
+    problems += [f"{name}: {state}" for name, state in workers.items() if (state in UP) == (name in expect_down)]
+    memory = dict(item.split(": ", 1) for item in report["memory_available"])
+    if sorted(memory) != sorted(inventory_hosts()) or any(not value[0].isdigit() for value in memory.values()):
+        problems.append(f"memory_available: {report['memory_available']}")
+    problems += [mount for mount in report["mounts"] if not mount.endswith(": ok")]
+    if not report["plan"]:
+        problems.append("no plan table")
+    return problems
