@@ -198,14 +198,11 @@ notes:
   - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as
     C(redundant). Partial downloads of shards planned for another host are removed.
   - The sidecar records the ETag; when the source changes (new ETag) a partial download starts over.
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:
-    support: full
     details: Gathers free space, plans and reports what would be fetched, resumed, re-verified or linked.
   diff_mode:
-    support: full
     details: The placement of every shard before (where it is now) and after (the plan).
 seealso:
   - module: llamarpc.cluster.sshfs_masked_mount

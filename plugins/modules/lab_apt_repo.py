@@ -75,13 +75,7 @@ options:
     description: TCP port to serve on.
     type: int
     default: 8642
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 seealso:
   - module: llamarpc.cluster.lab_image
   - module: llamarpc.cluster.lab_host

@@ -95,13 +95,7 @@ options:
         the lab's local repository (see M(llamarpc.cluster.lab_apt_repo)). Lab hosts reach nothing beyond
         the lab, so the image itself has no apt source.
     type: str
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 seealso:
   - module: llamarpc.cluster.lab_plan
   - module: llamarpc.cluster.lab_image

@@ -23,13 +23,10 @@ description:
 version_added: 0.1.0
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment: [llamarpc.cluster.attributes]
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: In check mode nothing is started or written; changed is predicted.
-  diff_mode:
-    support: none
 options:
   mode:
     description: C(run) one configuration, C(profile) the model, or write the C(report).

@@ -26,13 +26,7 @@ description:
   - Fails with what is missing when the model cannot fit. Changes nothing.
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 options:
   model_path:
     description:

@@ -100,14 +100,10 @@ options:
     description: Build even when a valid cache entry exists, then replace it.
     type: bool
     default: false
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
     details: Reports whether a build would happen (C(changed=true) when the cache entry is missing or invalid).
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
 notes:
   - The checksum of O(src) is computed on every run (about a second for the 75 MB sdist), the archive is
     opened only when a build happens.

@@ -26,14 +26,10 @@ description:
   - Fails after writing O(dest) when O(refusals) is not empty (unless O(fail_on_refusal=false)).
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: Computes and returns the plan; O(dest) is not written.
-  diff_mode:
-    support: none
 options:
   model:
     description: The model summary (C(model) of M(llamarpc.cluster.gguf_shard_place) with C(fetch=false)).

@@ -73,14 +73,10 @@ options:
     type: list
     elements: str
     default: [llama_, llamarpc_, tailscale_, wireguard_, open_webui_, lsyncd_, sshfs_, mesh_]
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: It changes nothing, in check mode or not.
-  diff_mode:
-    support: none
 notes:
   - It reads the collection's C(roles/*/meta/argument_specs.yml) on the controller.
   - Checks that need the hosts themselves (a bind address among a host's addresses, free disk space, an installed

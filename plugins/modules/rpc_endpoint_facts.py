@@ -65,18 +65,13 @@ options:
     elements: str
     choices: [busy, refused, timeout, unreachable, incompatible, malformed]
     default: []
-extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 attributes:
   check_mode:
-    support: full
     details: The module only reads; check mode probes exactly as a normal run does.
-  diff_mode:
-    support: none
-  facts:
-    support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 requirements:
   - Python 3.8 or later on the host the module runs on (standard library only).

@@ -140,13 +140,9 @@ options:
     description: Megabytes (10^6 bytes) the read probe reads at most.
     type: int
     default: 16
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details: The diff is the unit file.
 seealso:
   - name: ansible.posix.mount

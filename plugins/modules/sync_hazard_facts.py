@@ -65,17 +65,10 @@ options:
     description: Also look for other deleting syncers (rsync, syncthing, unison) and tmpfiles.d cleanups.
     type: bool
     default: true
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-  - llamarpc.cluster.attributes.facts
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 attributes:
   check_mode:
-    support: full
     details: The module only reads; check mode scans exactly as a normal run does.
-  diff_mode:
-    support: none
-  facts:
-    support: full
 requirements:
   - Linux with C(/proc); systemd for unit discovery (without it, processes, crontabs and files are still read).
   - Root, to read every user's files and ask every user manager (C(runuser) is used to run

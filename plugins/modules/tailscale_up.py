@@ -49,14 +49,11 @@ options:
     description: Seconds C(tailscale up) may take.
     type: int
     default: 60
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:
-    support: full
     details: Predicts C(changed) from the state it reads; runs nothing that changes the node.
   diff_mode:
-    support: full
     details: Shows the managed settings before and after.
 seealso:
   - module: llamarpc.cluster.tailscale_facts
