@@ -260,6 +260,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bounded import run_bounded
+from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 # Run in child processes: anything that touches the mount point may block forever on a hung FUSE mount.
 _PROBE_CODE = r"""
@@ -335,11 +336,11 @@ class Mount:
             module.fail_json(msg=str(err))
         self.unit = _sshfs.unit_name(self.path)
         self.unit_path = os.path.join(_sshfs.UNIT_DIR, self.unit)
-        self.systemctl = module.get_bin_path("systemctl", required=True)
         self.source = None
         self.options = None
         self.wanted_unit = None
         self.actions = []
+        self.systemctl = Systemctl(module, required=True, failure={"actions": self.actions})
 
     # -- desired state ----------------------------------------------------------------------------------------
     def render(self):
@@ -381,12 +382,7 @@ class Mount:
             return None
 
     def unit_show(self):
-        rc, out, err = self.module.run_command(
-            [self.systemctl, "show", "--property=ActiveState,SubState,MainPID,UnitFileState,LoadState", self.unit]
-        )
-        if rc != 0:
-            self.module.fail_json(msg=f"systemctl show {self.unit} failed: {err.strip()}", rc=rc)
-        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        return self.systemctl.show(self.unit, ["ActiveState", "SubState", "MainPID", "UnitFileState", "LoadState"])
 
     def mount_entry(self):
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
@@ -443,13 +439,6 @@ class Mount:
         return health, detail, facts
 
     # -- actions ----------------------------------------------------------------------------------------------
-    def systemctl_run(self, *args):
-        rc, out, err = self.module.run_command([self.systemctl, *args])
-        if rc != 0:
-            self.module.fail_json(
-                msg=f"systemctl {' '.join(args)} failed: {(err or out).strip()}", rc=rc, actions=self.actions
-            )
-
     def write_unit(self):
         fd, tmp = tempfile.mkstemp(prefix=f".{self.unit}.", dir=_sshfs.UNIT_DIR)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -563,17 +552,17 @@ def main():
             result["diff"] = {"before": current, "after": "", "before_header": mount.unit_path}
         if result["changed"] and not module.check_mode:
             if show.get("LoadState") == "loaded":
-                mount.systemctl_run("stop", mount.unit)
+                mount.systemctl.check("stop", mount.unit)
             entry = mount.mount_entry()
             if entry is not None and entry["fstype"] == "fuse.sshfs":
                 mount.lazy_unmount()
             if state == "absent" and show.get("LoadState") == "loaded":
                 if show.get("UnitFileState") in {"enabled", "enabled-runtime"}:
-                    mount.systemctl_run("disable", mount.unit)
+                    mount.systemctl.check("disable", mount.unit)
                 if current is not None:
                     os.unlink(mount.unit_path)
-                    mount.systemctl_run("daemon-reload")
-                mount.module.run_command([mount.systemctl, "reset-failed", mount.unit])
+                    mount.systemctl.check("daemon-reload")
+                mount.systemctl.run("reset-failed", mount.unit)
             elif state == "absent" and current is not None:
                 os.unlink(mount.unit_path)
             health, detail, facts = mount.assess()
@@ -608,16 +597,16 @@ def main():
     if result["changed"] and not module.check_mode:
         if unit_changed:
             mount.write_unit()
-            mount.systemctl_run("daemon-reload")
+            mount.systemctl.check("daemon-reload")
         if "enable unit" in mount.actions:
-            mount.systemctl_run("enable", mount.unit)
+            mount.systemctl.check("enable", mount.unit)
         if health not in {"ok", "not_mounted"}:
             mount.lazy_unmount()
         if restart:
-            mount.systemctl_run("restart", mount.unit)
+            mount.systemctl.check("restart", mount.unit)
         elif health == "not_mounted":
             # An active unit whose sshfs has not mounted yet (still connecting, or restarting) is restarted too.
-            mount.systemctl_run("restart" if show.get("ActiveState") == "active" else "start", mount.unit)
+            mount.systemctl.check("restart" if show.get("ActiveState") == "active" else "start", mount.unit)
         health, detail, facts = mount.wait_healthy()
     result.update(health=health, health_detail=detail, pid=facts["pid"])
     if "signals_ignored" in facts:

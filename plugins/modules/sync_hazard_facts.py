@@ -281,6 +281,7 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_hazards as sh
+from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 _SYSTEM_UNIT_DIRS = (
     "/etc/systemd/system",
@@ -344,8 +345,6 @@ class Scanner:
         self.extra_configs = params["config_paths"]
         self.warnings = []
         self.root = os.geteuid() == 0
-        self.systemctl = module.get_bin_path("systemctl")
-        self.runuser = module.get_bin_path("runuser")
         luac = module.get_bin_path("luac") or module.get_bin_path("luac5.4") or module.get_bin_path("luac5.3")
         self.validate = f"{luac} -p %s" if luac else None
         self.users = self.select_users(params["users"])
@@ -403,34 +402,15 @@ class Scanner:
 
     # -- systemd ----------------------------------------------------------------------------------------
 
-    def systemctl_cmd(self, user, *args):
-        if user is None:
-            return [self.systemctl, *args]
-        if self.root and user["uid"] != 0:
-            return [
-                self.runuser,
-                "-u",
-                user["name"],
-                "--",
-                "env",
-                f"XDG_RUNTIME_DIR={user['runtime_dir']}",
-                self.systemctl,
-                "--user",
-                *args,
-            ]
-        return ["env", f"XDG_RUNTIME_DIR={user['runtime_dir']}", self.systemctl, "--user", *args]
+    def systemctl(self, user):
+        """systemctl for the system manager (``user`` None) or for ``user``'s manager."""
+        return Systemctl(self.module, user, root=self.root)
 
-    def run(self, argv):
-        rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
-        return rc, out, err
-
-    def manager_units(self, user):
+    def manager_units(self, user, systemctl):
         """Units of one manager (None = system) as dicts from ``systemctl show``."""
         where = "the system manager" if user is None else f"the user manager of {user['name']}"
         names = set()
-        rc, out, err = self.run(
-            self.systemctl_cmd(user, "list-unit-files", "--type=service", "--no-legend", "--no-pager")
-        )
+        rc, out, err = systemctl.run("list-unit-files", "--type=service", "--no-legend", "--no-pager")
         if rc != 0:
             self.warnings.append(f"could not list the units of {where}: {err.strip() or out.strip()}")
             return []
@@ -441,9 +421,7 @@ class Scanner:
                 names.add(fields[0])
                 if len(fields) > 1 and fields[1].startswith("masked"):
                     masked.add(fields[0])
-        rc, out, _err = self.run(
-            self.systemctl_cmd(user, "list-units", "--all", "--type=service", "--no-legend", "--no-pager", "--plain")
-        )
+        rc, out, _err = systemctl.run("list-units", "--all", "--type=service", "--no-legend", "--no-pager", "--plain")
         for line in out.splitlines() if rc == 0 else []:
             fields = line.replace("\u25cf", " ").split()
             if fields and fields[0].endswith(".service"):
@@ -453,7 +431,7 @@ class Scanner:
         for start in range(0, len(ordered), _CHUNK):
             chunk = ordered[start : start + _CHUNK]
             args = ["show", "--no-pager", "-p", ",".join(_SHOW_PROPERTIES), "--", *chunk]
-            rc, out, err = self.run(self.systemctl_cmd(user, *args))
+            rc, out, err = systemctl.run(*args)
             if rc != 0:
                 self.warnings.append(f"systemctl show failed for {where}: {err.strip()}")
                 continue
@@ -711,11 +689,13 @@ class Scanner:
 
     def scan(self):
         managers = []
-        if self.systemctl and os.path.isdir("/run/systemd/system"):
-            managers.append((None, self.manager_units(None)))
+        system = self.systemctl(None)
+        if system.available and os.path.isdir("/run/systemd/system"):
+            managers.append((None, self.manager_units(None, system)))
         for user in self.users:
-            if user["manager_running"] and self.systemctl and (self.runuser or not self.root):
-                managers.append((user, self.manager_units(user)))
+            systemctl = self.systemctl(user)
+            if user["manager_running"] and systemctl.available:
+                managers.append((user, self.manager_units(user, systemctl)))
             else:
                 managers.append((user, self.dormant_user_units(user)))
         processes = self.processes_now()
