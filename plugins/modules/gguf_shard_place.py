@@ -379,7 +379,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch
 from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_plan import human
 
 # Options of the task; the action plugin resolves them on the controller and calls this module with the
@@ -435,36 +435,36 @@ def apply(module, params):
         result["actions"].append(f"create {model_dir}")
         result["changed"] = True
         if not check:
-            sf.make_dirs(model_dir)  # owned like its parent: a directory in a user's home is the user's
+            _shard_fetch.make_dirs(model_dir)  # owned like its parent: a directory in a user's home is the user's
     lock = None
     if not check and os.path.isdir(model_dir):
         try:
-            lock = sf.lock_dir(model_dir)  # released when this process ends, whichever way
-        except sf.FetchError as exc:
+            lock = _shard_fetch.lock_dir(model_dir)  # released when this process ends, whichever way
+        except _shard_fetch.FetchError as exc:
             module.fail_json(msg=str(exc), **result)
-    manifest_path = os.path.join(model_dir, sf.MANIFEST)
-    manifest = (sf.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
+    manifest_path = os.path.join(model_dir, _shard_fetch.MANIFEST)
+    manifest = (_shard_fetch.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
     manifest_before = dict(manifest)
-    progress_path = os.path.join(model_dir, sf.PROGRESS)
+    progress_path = os.path.join(model_dir, _shard_fetch.PROGRESS)
 
     for shard in params["_shards"]:
         name = shard["name"]
         path = os.path.join(model_dir, name)
         corrupt = False
         if os.path.isfile(path) and not os.path.islink(path):
-            ok, hashed, record = sf.verify_file(model_dir, shard, manifest, full=params["verify"] == "full")
+            ok, hashed, record = _shard_fetch.verify_file(model_dir, shard, manifest, full=params["verify"] == "full")
             if ok:
                 manifest[name] = record
                 if hashed:
                     result["verified"].append(name)
-                if stat.S_IMODE(os.stat(path).st_mode) != sf.READ_ONLY:
+                if stat.S_IMODE(os.stat(path).st_mode) != _shard_fetch.READ_ONLY:
                     result["actions"].append(f"chmod 0444 {name}")
                     result["changed"] = True
                     if not check:
-                        os.chmod(path, sf.READ_ONLY)
+                        os.chmod(path, _shard_fetch.READ_ONLY)
                         manifest[name] = {**record, "mtime_ns": os.stat(path).st_mtime_ns}
-                if sf.give_to_directory_owner(path, check=check):
-                    result["actions"].append("chown {} {}:{}".format(name, *sf.owner_of(model_dir)))
+                if _shard_fetch.give_to_directory_owner(path, check=check):
+                    result["actions"].append("chown {} {}:{}".format(name, *_shard_fetch.owner_of(model_dir)))
                     result["changed"] = True
                 continue
             corrupt = True
@@ -473,9 +473,9 @@ def apply(module, params):
         if not shard.get("url") and not shard.get("src"):
             result.setdefault("need_source", []).append(name)  # the action plugin copies it and calls again
             continue
-        partial = path + sf.PARTIAL
-        sidecar = sf.read_json(path + sf.SIDECAR)
-        resumable = os.path.isfile(partial) and sf.sidecar_matches(sidecar, shard) and not shard.get("src")
+        partial = path + _shard_fetch.PARTIAL
+        sidecar = _shard_fetch.read_json(path + _shard_fetch.SIDECAR)
+        resumable = os.path.isfile(partial) and _shard_fetch.sidecar_matches(sidecar, shard) and not shard.get("src")
         start = os.path.getsize(partial) if resumable else 0
         result["actions"].append(
             f"{'re' if corrupt else ''}fetch {name}" + (f" (resume from {start})" if start else "")
@@ -495,12 +495,12 @@ def apply(module, params):
         try:
             if in_place:
                 resumed_from, downloaded = 0, int(shard["size"])
-                manifest[name] = sf.rewrite_in_place(shard["src"], path, shard)
+                manifest[name] = _shard_fetch.rewrite_in_place(shard["src"], path, shard)
             elif shard.get("src"):
-                resumed_from, downloaded = sf.copy_local(shard["src"], partial, shard)
+                resumed_from, downloaded = _shard_fetch.copy_local(shard["src"], partial, shard)
             else:
-                progress = sf.Progress(progress_path, name, int(shard["size"]), start)
-                resumed_from, downloaded = sf.download(
+                progress = _shard_fetch.Progress(progress_path, name, int(shard["size"]), start)
+                resumed_from, downloaded = _shard_fetch.download(
                     shard["url"],
                     partial,
                     shard,
@@ -511,8 +511,8 @@ def apply(module, params):
                     validate_certs=params["validate_certs"],
                 )
             if not in_place:
-                manifest[name] = sf.finish(model_dir, shard, partial)
-        except sf.FetchError as exc:
+                manifest[name] = _shard_fetch.finish(model_dir, shard, partial)
+        except _shard_fetch.FetchError as exc:
             _save_manifest(manifest_path, manifest, manifest_before)
             module.fail_json(msg=str(exc), **result)
         except OSError as exc:
@@ -536,11 +536,14 @@ def apply(module, params):
         )
 
     for name in params["_drop"]:
-        if any(os.path.exists(os.path.join(model_dir, name + suffix)) for suffix in (sf.PARTIAL, sf.SIDECAR)):
-            result["actions"].append(f"remove {name}{sf.PARTIAL} (planned for another host)")
+        if any(
+            os.path.exists(os.path.join(model_dir, name + suffix))
+            for suffix in (_shard_fetch.PARTIAL, _shard_fetch.SIDECAR)
+        ):
+            result["actions"].append(f"remove {name}{_shard_fetch.PARTIAL} (planned for another host)")
             result["changed"] = True
             if not check:
-                sf.remove_partial(model_dir, name)
+                _shard_fetch.remove_partial(model_dir, name)
 
     for name, target in sorted(params["_links"].items()):
         path = os.path.join(model_dir, name)
@@ -551,7 +554,7 @@ def apply(module, params):
         result["actions"].append(f"link {name} -> {target}")
         result["changed"] = True
         if not check:
-            sf.link(model_dir, name, target)
+            _shard_fetch.link(model_dir, name, target)
 
     if not check:
         _save_manifest(manifest_path, manifest, manifest_before)
@@ -565,7 +568,7 @@ def apply(module, params):
 
 def _save_manifest(path, manifest, before):
     if manifest != before and os.path.isdir(os.path.dirname(path)):
-        sf.write_json(path, manifest)
+        _shard_fetch.write_json(path, manifest)
 
 
 def main():
@@ -579,7 +582,7 @@ def main():
         module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")
     if params["_phase"] == "stat":
         try:
-            report = sf.inspect(model_dir, params["_names"], params["_tensor_cache"])
+            report = _shard_fetch.inspect(model_dir, params["_names"], params["_tensor_cache"])
         except OSError as exc:
             module.fail_json(msg=f"cannot inspect {model_dir}: {exc}")
         module.exit_json(changed=False, report=report)

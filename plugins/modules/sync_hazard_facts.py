@@ -280,7 +280,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_hazards as sh
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_hazards
 from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 _SYSTEM_UNIT_DIRS = (
@@ -314,7 +314,7 @@ _MAX_SCRIPT_BYTES = 64 * 1024
 _CHUNK = 150
 
 
-def read_text(path, limit=sh.MAX_CONFIG_BYTES):
+def read_text(path, limit=_sync_hazards.MAX_CONFIG_BYTES):
     """File content as text (None if unreadable, not a regular file or larger than ``limit``)."""
     try:
         info = os.stat(path)
@@ -339,7 +339,7 @@ class Scanner:
     def __init__(self, module):
         self.module = module
         params = module.params
-        self.model_dirs = [sh.normalize(p) for p in params["model_dirs"]]
+        self.model_dirs = [_sync_hazards.normalize(p) for p in params["model_dirs"]]
         self.extra_patterns = params["exclude_patterns"]
         self.hygiene = params["hygiene"]
         self.extra_configs = params["config_paths"]
@@ -435,7 +435,7 @@ class Scanner:
             if rc != 0:
                 self.warnings.append(f"systemctl show failed for {where}: {err.strip()}")
                 continue
-            units.extend(sh.parse_systemctl_show(out))
+            units.extend(_sync_hazards.parse_systemctl_show(out))
         for unit in units:
             if unit.get("Id") in masked or unit.get("LoadState") == "masked":
                 unit["masked"] = True
@@ -469,8 +469,10 @@ class Scanner:
             text = read_text(path)
             if text is None:
                 continue
-            service = sh.parse_unit_file(text).get("Service", {})
-            unit["ExecStart"] = [sh.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])]
+            service = _sync_hazards.parse_unit_file(text).get("Service", {})
+            unit["ExecStart"] = [
+                _sync_hazards.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
+            ]
             unit["FragmentPath"] = path
             unit["Restart"] = (service.get("Restart") or [""])[-1]
             return
@@ -492,7 +494,7 @@ class Scanner:
                 text = read_text(path)
                 if text is None or any(u["Id"] == name for u in units):
                     continue
-                service = sh.parse_unit_file(text).get("Service", {})
+                service = _sync_hazards.parse_unit_file(text).get("Service", {})
                 mask = f"{config_dir}/{name}"
                 masked = os.path.islink(mask) and os.path.realpath(mask) == "/dev/null"
                 wants = sorted(
@@ -504,7 +506,7 @@ class Scanner:
                     {
                         "Id": name,
                         "ExecStart": [
-                            sh.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
+                            _sync_hazards.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
                         ],
                         "FragmentPath": path,
                         "UnitFileState": "masked" if masked else ("enabled" if wants else "disabled"),
@@ -541,7 +543,7 @@ class Scanner:
             status = read_text(f"{base}/status", limit=1 << 16) or ""
             uid_match = re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE)
             uid = int(uid_match.group(1)) if uid_match else None
-            cgroup = sh.cgroup_unit(read_text(f"{base}/cgroup", limit=1 << 16) or "")
+            cgroup = _sync_hazards.cgroup_unit(read_text(f"{base}/cgroup", limit=1 << 16) or "")
             try:
                 cwd = os.readlink(f"{base}/cwd")
             except OSError:
@@ -585,12 +587,12 @@ class Scanner:
             record["syncs"] = []
             return record
         info = os.stat(path)
-        parsed = sh.read_lsyncd_config(text)
-        rewrite = sh.exclude_rewrite(text, self.model_dirs, self.extra_patterns)
+        parsed = _sync_hazards.read_lsyncd_config(text)
+        rewrite = _sync_hazards.exclude_rewrite(text, self.model_dirs, self.extra_patterns)
         syncs = []
         for read in parsed["syncs"]:
             sync = {k: v for k, v in read.items() if k != "table"}
-            sync["protection"] = sh.sync_protection(sync, self.model_dirs)
+            sync["protection"] = _sync_hazards.sync_protection(sync, self.model_dirs)
             syncs.append(sync)
         record.update(
             {
@@ -630,13 +632,13 @@ class Scanner:
         configs = []
         syncs = []
         for argv in argv_list:
-            info = sh.lsyncd_argv(argv)
+            info = _sync_hazards.lsyncd_argv(argv)
             syncs.extend(info["syncs"])
             if info["config"]:
                 path = info["config"] if info["config"].startswith("/") else posixpath.join(cwd or "/", info["config"])
                 configs.append(self.config(path, origin))
         for sync in syncs:
-            sync["protection"] = sh.sync_protection(sync, self.model_dirs)
+            sync["protection"] = _sync_hazards.sync_protection(sync, self.model_dirs)
         return configs, syncs
 
     def lsyncd_verdict(self, configs, cmdline_syncs, started=None):
@@ -762,7 +764,9 @@ class Scanner:
         configs = []
         if tool == "lsyncd":
             cwd = "/" if user is None else user["home"]
-            configs, cmdline = self.lsyncd_syncs([a for a in argv_list if sh.is_lsyncd_argv(a)], cwd, f"unit {label}")
+            configs, cmdline = self.lsyncd_syncs(
+                [a for a in argv_list if _sync_hazards.is_lsyncd_argv(a)], cwd, f"unit {label}"
+            )
             reached, protected, detail, deletes, paths, _stale = self.lsyncd_verdict(configs, cmdline, started)
         else:
             reached, deletes, paths, detail = self.other_reach(tool, argv_list, user)
@@ -864,16 +868,16 @@ class Scanner:
         entries = []
         system = ["/etc/crontab"] + sorted(glob.glob("/etc/cron.d/*"))
         for path in system:
-            for entry in sh.parse_crontab(read_text(path) or "", system=True):
+            for entry in _sync_hazards.parse_crontab(read_text(path) or "", system=True):
                 entries.append({**entry, "file": path})
         for path in sorted(glob.glob("/var/spool/cron/crontabs/*")):
             owner = posixpath.basename(path)
-            for entry in sh.parse_crontab(read_text(path) or "", owner=owner):
+            for entry in _sync_hazards.parse_crontab(read_text(path) or "", owner=owner):
                 entries.append({**entry, "file": path})
         return entries
 
     def judge_cron(self, entry):
-        words = sh.shell_words(entry["command"])
+        words = _sync_hazards.shell_words(entry["command"])
         commands = [words, *self.script_commands([words])]
         tool = next((t for t in (classify_argv(c) for c in commands) if t), None)
         if not self.wanted(tool):
@@ -882,7 +886,9 @@ class Scanner:
         label = f"{entry['file']}:{entry['line_no']}"
         if tool == "lsyncd":
             configs, cmdline = self.lsyncd_syncs(
-                [c for c in commands if sh.is_lsyncd_argv(c)], owner["home"] if owner else "/", f"cron {label}"
+                [c for c in commands if _sync_hazards.is_lsyncd_argv(c)],
+                owner["home"] if owner else "/",
+                f"cron {label}",
             )
             reached, protected, detail, deletes, paths, _stale = self.lsyncd_verdict(configs, cmdline)
         else:
@@ -909,7 +915,7 @@ class Scanner:
                     "file": entry["file"],
                     "line_no": entry["line_no"],
                     "line": entry["line"],
-                    "disabled_line": sh.CRON_DISABLED_MARKER + entry["line"].strip(),
+                    "disabled_line": _sync_hazards.CRON_DISABLED_MARKER + entry["line"].strip(),
                     "user": entry["user"],
                     "disabled": entry["disabled"],
                     "overlaps_model_dir": hazard["overlaps_model_dir"],
@@ -942,22 +948,22 @@ class Scanner:
         details = []
         for argv in commands:
             if tool == "rsync":
-                found = sh.rsync_deletes(argv)
+                found = _sync_hazards.rsync_deletes(argv)
                 if not found:
                     continue
-                parts = sh.split_target(found["destination"])
+                parts = _sync_hazards.split_target(found["destination"])
                 paths.append({"host": parts.get("host"), "path": parts.get("path")})
-                reached.extend(sh.reached(parts.get("path"), self.model_dirs))
+                reached.extend(_sync_hazards.reached(parts.get("path"), self.model_dirs))
                 details.append(f"rsync {' '.join(found['flags'])} into {found['destination']}")
             elif tool == "unison":
                 roots = [a for a in argv[1:] if a.startswith(("/", "ssh://", "socket://"))]
                 if not roots and user:
                     profile = next((a for a in argv[1:] if not a.startswith("-")), "default")
-                    roots = sh.unison_roots(read_text(f"{user['home']}/.unison/{profile}.prf") or "")
+                    roots = _sync_hazards.unison_roots(read_text(f"{user['home']}/.unison/{profile}.prf") or "")
                 for root in roots:
-                    host, path = sh.unison_root_path(root)
+                    host, path = _sync_hazards.unison_root_path(root)
                     paths.append({"host": host, "path": path})
-                    reached.extend(sh.reached(path, self.model_dirs))
+                    reached.extend(_sync_hazards.reached(path, self.model_dirs))
                 if not roots:
                     reached.extend(self.model_dirs)
                 details.append(f"unison roots {', '.join(roots) or 'unknown'} (deletions propagate both ways)")
@@ -977,8 +983,8 @@ class Scanner:
                     continue
                 for raw in text.splitlines():
                     line = raw.strip()
-                    if line and not line.startswith("#") and classify_argv(sh.shell_words(line)):
-                        found.append(sh.shell_words(line))
+                    if line and not line.startswith("#") and classify_argv(_sync_hazards.shell_words(line)):
+                        found.append(_sync_hazards.shell_words(line))
         return found
 
     def user_record(self, name):
@@ -991,11 +997,11 @@ class Scanner:
                 chosen[posixpath.basename(path)] = path  # later directories override earlier ones
         entries = []
         for path in sorted(chosen.values()):
-            for entry in sh.parse_tmpfiles(read_text(path) or ""):
+            for entry in _sync_hazards.parse_tmpfiles(read_text(path) or ""):
                 entries.append({**entry, "file": path})
         ignored = [e["path"] for e in entries if e["base_type"] in {"x", "X"}]
         for entry in entries:
-            effect = sh.tmpfiles_effect(entry)
+            effect = _sync_hazards.tmpfiles_effect(entry)
             if effect is None:
                 continue
             reached = []
@@ -1031,12 +1037,12 @@ class Scanner:
                 text = read_text(path)
                 if text is None:
                     continue
-                for folder in sh.syncthing_folders(text):
+                for folder in _sync_hazards.syncthing_folders(text):
                     folder_path = (
                         folder["path"].replace("~", home, 1) if folder["path"].startswith("~") else folder["path"]
                     )
                     receives = folder["type"] != "sendonly"
-                    reached = sh.reached(folder_path, self.model_dirs) if receives else []
+                    reached = _sync_hazards.reached(folder_path, self.model_dirs) if receives else []
                     self.add_hazard(
                         id=f"syncthing:{path}:{folder['id']}",
                         tool="syncthing",
@@ -1056,13 +1062,13 @@ class Scanner:
         running_users = {p["user"] for p in processes if p["tool"] == "unison"}
         for user in self.users:
             for path in sorted(glob.glob(f"{user['home']}/.unison/*.prf")):
-                roots = sh.unison_roots(read_text(path) or "")
+                roots = _sync_hazards.unison_roots(read_text(path) or "")
                 reached = []
                 paths = []
                 for root in roots:
-                    host, root_path = sh.unison_root_path(root)
+                    host, root_path = _sync_hazards.unison_root_path(root)
                     paths.append({"host": host, "path": root_path})
-                    reached.extend(sh.reached(root_path, self.model_dirs) if root_path else [])
+                    reached.extend(_sync_hazards.reached(root_path, self.model_dirs) if root_path else [])
                 self.add_hazard(
                     id=f"unison:profile:{path}",
                     tool="unison",
@@ -1080,7 +1086,7 @@ class Scanner:
 
     def facts(self):
         unresolved = [h for h in self.hazards if h["overlaps_model_dir"] and not h["neutralised"]]
-        lines = sh.summary_lines(self.hazards, self.model_dirs)
+        lines = _sync_hazards.summary_lines(self.hazards, self.model_dirs)
         configs = sorted(self.configs.values(), key=lambda c: c["path"])
         for record in configs:
             record.pop("mtime", None)
@@ -1106,9 +1112,9 @@ def is_backup(path):
 
 def classify_argv(argv):
     """Which deleting syncer a command line runs: lsyncd, rsync (with a delete option), syncthing, unison."""
-    if sh.is_lsyncd_argv(argv):
+    if _sync_hazards.is_lsyncd_argv(argv):
         return "lsyncd"
-    if sh.rsync_deletes(argv):
+    if _sync_hazards.rsync_deletes(argv):
         return "rsync"
     for word in argv[:3]:
         base = posixpath.basename(word)
@@ -1137,7 +1143,7 @@ def pwd_entry(name):
 def glob_relation(pattern, model_dir):
     """relation() for a tmpfiles path that may contain shell globs."""
     if not any(c in pattern for c in "*?["):
-        return sh.relation(pattern, model_dir)
+        return _sync_hazards.relation(pattern, model_dir)
     parts = model_dir.strip("/").split("/")
     for depth in range(1, len(parts) + 1):
         ancestor = "/" + "/".join(parts[:depth])
@@ -1156,7 +1162,7 @@ def validate_params(module):
     for path in module.params["model_dirs"]:
         if not isinstance(path, str) or not path.startswith("/"):
             problems.append(f"model directory {path!r} is not an absolute path")
-        elif sh.normalize(path) == "/":
+        elif _sync_hazards.normalize(path) == "/":
             problems.append("the model directory cannot be / itself")
     if not module.params["model_dirs"]:
         problems.append("model_dirs is empty: give at least one directory to protect")
