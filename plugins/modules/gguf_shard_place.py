@@ -12,41 +12,16 @@ module: gguf_shard_place
 short_description: Place the shards of a split GGUF model across hosts that have room, fetch them resumably
 version_added: 0.1.0
 description:
-  - Plans, then fetches. Run it as one task on every host that may hold shards (the play's hosts, or the
-    current C(serial) batch, are the candidates); one of them is the O(coordinator), whose model directory
-    ends up showing every shard under its exact split file name, as llama.cpp needs (it derives the other
-    shards' paths from shard 1's prefix).
-  - B(Plan.) The controller lists the shards with their sizes and sha256 (from the Hugging Face hub's
-    metadata, from O(urls), or by hashing O(files)); every candidate host reports the free bytes at its
-    O(model_dir) (statvfs) and what it already holds. Shards already complete on a host stay there; the others
-    go first-fit in file order onto the coordinator first, then onto the other hosts by usable bytes (ties by
-    name), keeping O(reserve) free on each, plus room for an RPC tensor cache on the same filesystem
-    (O(tensor_caches)). The plan is deterministic. When the model does not fit, every host fails before anything
-    is downloaded, with the bytes missing and the usable bytes per host (and the tensor caches that took room).
-  - B(Fetch.) Each host downloads its own shards directly (no hop through the controller; a file from the
-    controller is copied to its host). Bytes go into C(NAME.partial) with a sidecar C(NAME.partial.json)
-    recording the expected size, sha256 and ETag; an interrupted download - even a killed process or play -
-    resumes from the partial's length with an HTTP C(Range) request on the next run. The file is verified
-    (size and sha256), made read-only (0444) and renamed into place atomically.
-  - B(Verify.) C(.llamarpc-shards.json) in each model directory records size, mtime and sha256 of every
-    verified shard, so a rerun hashes only files whose size or mtime changed (or all with O(verify=full)).
-    A shard that fails verification is fetched again. A rerun changes nothing.
-  - B(Ownership.) Run as root, it gives every file and link it writes the owner and group of the model directory,
-    and a directory it creates those of its nearest existing parent - a model directory in a user's home (the seed's
-    C(/home/pool/work/models)) keeps the user's files, and is never made root's. The user could delete or replace
-    anything in their own directory anyway; the sha256 check of every run is what guards the shards.
-  - B(Link.) On the coordinator, every shard placed on another host appears as a symlink
-    C(MODEL_DIR/NAME -> MOUNT/NAME), where MOUNT is where the coordinator mounts that host's model directory
-    (O(mount_root)C(/HOST) or O(mount_paths)); the mounts themselves are M(llamarpc.cluster.sshfs_masked_mount)'s job.
-  - B(Progress.) While a shard downloads, C(MODEL_DIR/.llamarpc-progress.json) on that host is rewritten about
-    once a second (file, done, total, percent, bytes_per_second, eta_seconds); watch it with
-    C(watch cat MODEL_DIR/.llamarpc-progress.json), or watch C(NAME.partial) grow.
-  - B(Two ways to run it.) Either on every candidate host at the same time (the play's hosts, or the current
-    C(serial) batch, are the candidates; they meet on the controller to plan, so C(forks) must be at least the
-    number of hosts in the batch, and the free strategy is not supported); or on the coordinator alone with
-    O(candidates) listing the hosts - the task then inspects and fills every candidate itself, one after the
-    other, delegating to each with its inventory connection settings (what the C(llamarpc.cluster.llama_model)
-    role does).
+  - Places the shards of a split GGUF model on the hosts with room for them, and makes the O(coordinator)'s model
+    directory show every shard under its split file name, as llama.cpp needs (shards held elsewhere are symlinks into
+    the mounts of M(llamarpc.cluster.sshfs_masked_mount)).
+  - Plans before it fetches - complete shards stay where they are; the others go first-fit onto the coordinator, then
+    onto the other hosts by usable bytes, keeping O(reserve) and O(tensor_caches) free. When the model does not fit,
+    every host fails before anything is downloaded.
+  - Each host downloads its own shards; an interrupted download resumes (C(NAME.partial), HTTP C(Range)); every shard
+    is verified (size and sha256), made read-only and renamed into place. A rerun changes nothing.
+  - Run it on every candidate host at once (C(forks) at least the batch size; not with the free strategy), or on the
+    coordinator alone with O(candidates).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -193,11 +168,12 @@ options:
       - Internal. Request headers for the source (the hub token) set by the action plugin; not for playbooks.
     type: dict
 notes:
-  - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its
-    final name before it is verified.
-  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as
-    C(redundant). Partial downloads of shards planned for another host are removed.
+  - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its final
+    name before it is verified.
+  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as C(redundant).
+    Partial downloads of shards planned for another host are removed.
   - The sidecar records the ETag; when the source changes (new ETag) a partial download starts over.
+  - The plan, verification, ownership, the progress file and the two ways to run it, in detail - C(docs/modules.md).
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:

@@ -12,26 +12,21 @@ module: sshfs_masked_mount
 short_description: Keep an SSHFS mount up under a systemd unit, with sshfs's signals ignored, and report its health
 version_added: 0.1.0
 description:
-  - Mounts O(src) (C(host:path)) at O(path) with C(sshfs -f) run by a systemd service generated for the mount
-    (C(llamarpc-sshfs-<systemd-escape --path PATH>.service), C(Restart=always), enabled so it comes back after a
-    reboot). Modelled on C(ansible.posix.mount).
-  - "B(Signals.) By default sshfs is started with C(SIGHUP), C(SIGTERM), C(SIGINT) and C(SIGQUIT) ignored
-    (C(/bin/sh -c 'trap \"\" HUP TERM INT QUIT; exec \"$@\"') in C(ExecStart)) - libfuse installs its own handler only
-    for a signal still at its default disposition, and its handler deadlocked under libfuse3 3.17.2. Since
-    C(SIGTERM) is ignored, the unit stops sshfs by unmounting (C(fusermount3 -u)), which ends the FUSE session
-    cleanly; what is left gets C(SIGKILL) and a lazy unmount."
-  - B(Health.) An existing mount is recognised from C(/proc/self/mountinfo) (C(fuse.sshfs), same source). It is
-    healthy when the unit's sshfs process is neither stopped nor stuck in C(D) state (C(/proc/PID/stat), wchan)
-    and a C(statvfs) of the mount point in a child process returns within O(health_timeout). Unlike a C(stat),
-    which the kernel and sshfs answer from their attribute caches, a C(statvfs) always travels to the serving
-    host (C(statvfs@openssh.com)), so a stopped sshfs and one blocked on a dead or frozen server are both seen.
-    The module never touches the mount point in its own process (a hung FUSE mount blocks every call forever).
-  - O(state=mounted) lazily unmounts a hung, stale, unsupervised or foreign mount and mounts again, and reports
-    that as changed.
-  - It reports whether C(mmap) works on the mount (it does not with O(direct_io)), so a llama.cpp coordinator
-    can choose C(--load-mode none), and optionally measures read throughput (O(read_probe)).
+  - Mounts O(src) (C(host:path)) at O(path) with C(sshfs -f) in a systemd service generated for the mount
+    (C(llamarpc-sshfs-<systemd-escape --path PATH>.service), C(Restart=always), enabled). Modelled on
+    C(ansible.posix.mount).
+  - By default sshfs starts with C(SIGHUP), C(SIGTERM), C(SIGINT) and C(SIGQUIT) ignored, which avoids the libfuse3
+    3.17.2 signal-handler deadlock (O(mask_signals)).
+  - A mount is healthy when its sshfs is neither stopped nor stuck in C(D) state and a C(statvfs) in a child process
+    returns within O(health_timeout); O(state=mounted) lazily unmounts a hung, stale, unsupervised or foreign mount
+    and mounts again (changed).
+  - Reports whether C(mmap) works on the mount (it does not with O(direct_io)) and, optionally, the read throughput
+    (O(read_probe)).
+notes:
   - The SSH key should be one that the serving host accepts for read-only SFTP only, confined to the exported
     directory; the role C(llamarpc.cluster.sshfs_shard_export) sets that up on both sides.
+  - Why the signals are masked, how the unit stops sshfs, and why health uses C(statvfs) and never touches the mount
+    point in the module's own process - C(docs/modules.md).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:

@@ -12,23 +12,15 @@ module: sync_hazard_facts
 short_description: Find lsyncd and other syncers that could delete files in a model directory
 version_added: 0.1.0
 description:
-  - Finds lsyncd wherever it runs on the host - system units, the user units of every user manager (lingering
-    users included), bare processes and crontabs - and reads its configuration (C(/etc/lsyncd/*),
-    C(~/.lsyncd.conf.lua), the config named on each command line) with a small Lua reader that never executes
-    the file. For every C(sync{}) it reports the source, the target and whether lsyncd deletes on the target.
-  - In lsyncd 2.x C(delete) defaults to true for C(default.rsync), C(default.rsyncssh) and C(default.direct), so
-    a config that never mentions C(delete) deletes. Deletion happens when lsyncd starts (its full
-    C(rsync --delete) of every target), so every restart - by systemd's C(Restart=always), a reboot or a user
-    manager start of a lingering user - removes files that exist only on a target.
-  - With O(hygiene), also reports other syncers that delete - C(rsync --delete) (and its variants) in
-    crontabs, systemd services and their timers and running processes, syncthing folders, unison profiles -
-    and tmpfiles.d lines that age out, empty or remove files, when their paths reach a model directory.
-  - Every finding says whether it reaches one of O(model_dirs) (the path is the directory, an ancestor or a
-    descendant; an unknown path counts as reaching all of them) and whether it is neutralised (unit masked and
-    stopped, crontab line disabled, or every deleting sync protected by C(delete = false) or an exclude).
-  - Returns, for the P(llamarpc.cluster.lsyncd_neutralize#role) role, the units, processes, crontab lines and
-    configs to act on, and for each lsyncd config the rewrite that excludes the model directories and turns
-    deletion off (what the role's exclude mode writes).
+  - Finds lsyncd wherever it runs (system units, the units of every user manager including lingering users, bare
+    processes, crontabs) and reads its configuration with a Lua reader that never executes it; for every C(sync{}) it
+    reports the source, the target and whether lsyncd deletes there (in lsyncd 2.x it does by default).
+  - With O(hygiene), also reports other syncers that delete (C(rsync --delete) in crontabs, units, timers and
+    processes; syncthing folders; unison profiles) and tmpfiles.d lines that remove files, when their paths reach a
+    model directory.
+  - Every finding says whether it reaches one of O(model_dirs) and whether it is neutralised; the result is what the
+    P(llamarpc.cluster.lsyncd_neutralize#role) role acts on, including the rewrite of each lsyncd config that excludes
+    the model directories.
   - Changes nothing.
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -75,22 +67,10 @@ requirements:
     C(systemctl --user) as each user). Without root only what the current user can read is scanned, and a
     warning says so.
 notes:
-  - "The Lua reader understands what lsyncd configs are made of: C(sync{...}), C(sync({...})), C(settings{...}),
-    C(settings = {...}), tables, strings (all Lua forms), C(..) concatenation and C(local) variables. A value it
-    cannot compute (a loop variable, a function call) is kept as C({expression}) text, for example a target
-    C({host}:/data/work/) in a C(for) loop over hosts. It reads any text without failing; what it could not
-    read is listed in the config's C(problems)."
-  - The exclude rewrite touches only the syncs that could reach a model directory. In each it sets
-    C(delete = false) and adds one anchored pattern per model directory below the sync root (for example
-    C(/models/) for C(/data/work/models) in a sync of C(/data/work/)); rsync neither copies nor deletes
-    excluded paths. It refuses (see C(rewrite_problems)) a sync whose table is not written out in the file,
-    whose C(exclude) is an expression, or whose C(rsync._extra) passes a C(--delete) option.
-  - A running lsyncd whose config file changed after it started is reported as running the old config
-    (stale), and it is not neutralised until it is restarted.
-  - Paths of user units in a user manager's top configuration directory (C(~/.config/systemd/user)) and of
-    system units in C(/etc/systemd/system) cannot be masked in place (C(systemctl mask) refuses, the file
-    exists); such units come with C(relocate_from)/C(relocate_to), a directory lower in the unit search
-    path where the file keeps working.
+  - A running lsyncd whose config file changed after it started is reported as running the old config (stale), and it
+    is not neutralised until it is restarted.
+  - Why every lsyncd restart deletes, what the Lua reader understands, what the exclude rewrite writes and refuses,
+    and units that cannot be masked in place - C(docs/modules.md).
 seealso:
   - name: lsyncd manual, default configurations
     description: The C(delete) and C(exclude) settings of C(default.rsync).
