@@ -36,7 +36,7 @@ def test_the_cluster_serves_from_a_model_directory_in_a_0700_home(served):
 
 
 def test_the_home_and_the_shards_are_still_the_users(served):
-    assert served.returncode == 0
+    assert served  # after the cluster's run, whatever its outcome
     for host in sorted(set(EXPECTED_HOSTS.values())):
         home = lab(host).file(HOME)
         assert home.user == USER and home.mode == 0o700, f"{HOME} on {host}: {home.user} {oct(home.mode)}"
@@ -45,3 +45,20 @@ def test_the_home_and_the_shards_are_still_the_users(served):
         shard = lab(host).file(f"{MODEL_DIR}/{entry['name']}")
         assert shard.user == USER, f"{entry['name']} on {host}: owned by {shard.user}"
         assert lab(host).file(MODEL_DIR).user == USER
+
+
+def test_a_model_directory_others_cannot_read_stops_the_role_with_the_reason(served):
+    """The role reads every shard as llama-server's user in the unit's view before (re)starting it; it says why it
+    cannot, and leaves the directory's mode to its owner."""
+    coordinator = lab(COORDINATOR)
+    coordinator.check_output(f"chmod 0750 {MODEL_DIR}")  # what its owner might do
+    try:
+        done = run_ansible("ansible-playbook", SCENARIO / "serve.yml", "--limit", COORDINATOR, timeout=1200)
+        mode = coordinator.file(MODEL_DIR).mode
+    finally:
+        coordinator.check_output(f"chmod 0755 {MODEL_DIR}")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-4000:]
+    assert f"llamarpc-server (llama-server) cannot read the model on {COORDINATOR}" in output, output[-4000:]
+    assert f"{MODEL_DIR}/{FILES[0]['name']}' for reading: Permission denied" in output, output[-4000:]
+    assert mode == 0o750
