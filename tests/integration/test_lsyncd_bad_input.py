@@ -47,6 +47,8 @@ PLAY = """\
         ),
         ({"lsyncd_neutralize_model_dirs": ["/data/models", "/"]}, "absolute paths other than /"),
         ({"lsyncd_neutralize_model_dirs": []}, "must be a non-empty list"),
+        # site.yml's llama_model_dir goes to the extra list: checked the same way.
+        ({"lsyncd_neutralize_extra_model_dirs": ["home/pool/work/models"]}, "absolute paths other than /"),
         (
             {"lsyncd_neutralize_users": ["root", "no-such-user-llamarpc"]},
             "lsyncd_neutralize_users names users that do not exist on localhost: no-such-user-llamarpc",

@@ -21,7 +21,10 @@ WORK = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "shards"
 MODEL_OUT = WORK / "model"
 RESULT = WORK / "result.json"
 ACCESS_LOG = WORK / "nginx" / "access.log"
-MODEL_DIR = "/data/models/tiny"
+#: The seed's layout: pool's own directory in a home made by adduser (mode 0700), on the small /data (prepare.yml).
+USER = "pool"
+HOME = f"/home/{USER}"
+MODEL_DIR = f"{HOME}/work/models/tiny"
 MOUNT_ROOT = "/mnt/llamarpc"
 COORDINATOR = "node1"
 HOSTS = ("node1", "node2", "node3")

@@ -9,6 +9,7 @@ from conftest import (
     MODEL_DIR,
     MOUNT_ROOT,
     PORT,
+    USER,
     controller_address,
     place,
     recap_changed,
@@ -24,7 +25,7 @@ def test_shards_are_spread_by_free_space_coordinator_first(converged):
     for name, host in EXPECTED_HOSTS.items():
         shard = lab(host).file(f"{MODEL_DIR}/{name}")
         assert shard.is_file and not shard.is_symlink, f"{name} is not a file on {host}"
-        assert shard.mode == 0o444 and shard.user == "root"
+        assert shard.mode == 0o444 and shard.user == USER  # the directory's owner's, as the README says
         for other in set(HOSTS) - {host, COORDINATOR}:
             assert not lab(other).file(f"{MODEL_DIR}/{name}").exists, f"{name} also on {other}"
     assert recap_changed(done.stdout) == 0
