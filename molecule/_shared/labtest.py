@@ -13,6 +13,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -100,6 +101,18 @@ class LabSSH(ParamikoBackend):
             sock.close()
             raise
         return client
+
+    def _exec_command(self, command):
+        # stderr is read beside stdout: testinfra's paramiko backend reads stdout to its end first, and a command that
+        # writes more than the SSH window (2 MiB) to stderr before it ends its stdout then waits forever (measured).
+        chan = self.client.get_transport().open_session(timeout=self.timeout)
+        chan.exec_command(command)
+        stderr = []
+        reader = threading.Thread(target=lambda: stderr.append(chan.makefile_stderr("rb").read()), daemon=True)
+        reader.start()
+        stdout = chan.makefile("rb").read()
+        reader.join()
+        return chan.recv_exit_status(), stdout, b"".join(stderr)
 
     def get_sudo_command(self, command, sudo_user):
         return self.quote("sudo -H -n -u %s /bin/sh -c %s", sudo_user or "root", command)
