@@ -9,14 +9,10 @@ import shutil
 import tarfile
 import tempfile
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
 
-def controller_cache():
-    """The llama_cpp role's controller cache (llama_cpp_controller_cache_dir's default): XDG, else ~/.cache."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "llamarpc", "llama-cpp")
-
-
-LLAMA_CACHE = controller_cache()
+#: The llama_cpp role's controller cache (llama_cpp_controller_cache_dir's default: the user_path lookup's).
+LLAMA_CACHE = _paths.user_path("llama-cpp")
 
 try:
     from hypothesis import settings

@@ -20,7 +20,6 @@ from pathlib import Path
 import paramiko
 import testinfra
 import testinfra.host
-from host_state import state_changes  # noqa: F401  (the comparison of two host_state records)
 from testinfra.backend.paramiko import ParamikoBackend
 from testinfra.utils.ansible_runner import AnsibleRunner
 

@@ -14,6 +14,7 @@ import glob
 import hashlib
 import ipaddress
 import json
+import os
 import re
 
 from ansible.module_utils.common.text.formatters import human_to_bytes
@@ -266,3 +267,25 @@ def find_mirror(suite):
         if mirror:
             return mirror
     return None
+
+
+def netns_pids(netns_path, proc="/proc"):
+    """PIDs of every process in the network namespace bound at ``netns_path`` (what ``ip netns pids`` lists).
+
+    A lab host's processes are found by its namespace, not through its systemd-nspawn process: when nspawn dies
+    (SIGKILL, OOM), the container's systemd and every service keep running, reparented to the controller's PID 1."""
+    try:
+        target = os.stat(netns_path)
+    except OSError:
+        return []
+    pids = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            found = os.stat(os.path.join(proc, entry, "ns", "net"))
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+            pids.append(int(entry))
+    return sorted(pids)

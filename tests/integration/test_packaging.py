@@ -248,3 +248,22 @@ def test_the_installed_site_preflight_catches_a_typo(installed, tmp_path):
     assert result.returncode != 0, output
     assert "`llamarpc_mesh_provder`: did you mean `llamarpc_mesh_provider`?" in output, output
     assert "PLAY [Mesh" not in output, output
+
+
+def test_the_installed_demo_writes_to_the_users_cache_not_the_collection(installed, tmp_path):
+    """demo.yml's tiny model, made by the installed copy: into $XDG_CACHE_HOME/llamarpc, and the collection's own
+    files stay exactly as installed (an installed collection may be read-only or shared)."""
+    collections, cwd = installed
+    root = collection_dir(collections)
+    before = {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+    cache = tmp_path / "xdg-cache"
+    env = dict(ansible_env(collections), XDG_CACHE_HOME=str(cache), HOME=str(tmp_path), PWD=str(cwd))
+    command = [BIN / "ansible-playbook", "-i", "localhost,", "-e", "ansible_connection=local"]
+    command += ["-e", f"ansible_python_interpreter={sys.executable}"]
+    command += ["-e", "llamarpc_demo_model=tiny", "--tags", "demo_model", "llamarpc.cluster.demo"]
+    run(command, cwd, env)
+    assert (cache / "llamarpc" / "demo-model" / "llamarpc-tiny-seed0.manifest.json").is_file()
+    assert sorted((cache / "llamarpc" / "demo-model").glob("*.gguf")), list(cache.rglob("*"))
+    after = {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    assert changed == [], f"the demo wrote into the installed collection: {changed}"

@@ -6,14 +6,18 @@ import json
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import yaml
-from labtest import INVENTORY, REPO, address, adhoc, lab, recap, run_ansible, wait_for
+from labtest import INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
 
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
 SCENARIO = REPO / "molecule" / "cluster"
-MANIFEST = REPO / ".cache" / "demo-model" / "llamarpc-tiny-seed0.manifest.json"
+# demo.yml's tiny model, in the controller user's cache (the user_path lookup's default for it).
+MANIFEST = Path(_paths.user_path("demo-model", "llamarpc-tiny-seed0.manifest.json"))
 
 
 def api(path, body=None, key=API_KEY, timeout=60):
@@ -98,6 +102,8 @@ def restarts(host, unit):
 
 
 SUPERVISOR_STATE = "/run/llamarpc/coordinator/supervisor.json"
+#: The supervisor's (and status.yml's) states of a worker that is up.
+UP = ("serving", "ready", "busy")
 
 
 def supervisor():
@@ -120,7 +126,7 @@ def came_back(name, unit, killed_pid, checked_before, timeout=180):
     record = wait_for(
         lambda: (
             (state := supervisor()).get("checked_at", 0) > checked_before
-            and state.get("workers", {}).get(name) in ("serving", "ready", "busy")
+            and state.get("workers", {}).get(name) in UP
             and state
         ),
         timeout,
@@ -202,3 +208,29 @@ def module(host, name, args, timeout=300):
     """(rc, result dict) of one collection module run ad hoc on a lab host (``ansible -o``)."""
     done, result = adhoc(host, name, args, timeout=timeout)
     return done.returncode, result if result is not None else {"msg": done.stdout + done.stderr}
+
+
+def status_report(tmp_path):
+    """playbooks/status.yml's record (llamarpc_status), written as JSON on the controller and read back."""
+    path = tmp_path / "status.json"
+    result = run_ansible("ansible-playbook", REPO / "playbooks" / "status.yml", "-e", f"llamarpc_status_json={path}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def status_problems(report, expect_down=()):
+    """What in a status record says the cluster is not well, apart from the workers in ``expect_down``."""
+    problems = []
+    if not report["health"].startswith("200 "):
+        problems.append(f"health {report['health']}")
+    workers = report["workers"]
+    if sorted(workers) != sorted(inventory_hosts()):
+        problems.append(f"workers listed: {sorted(workers)}")
+    problems += [f"{name}: {state}" for name, state in workers.items() if (state in UP) == (name in expect_down)]
+    memory = dict(item.split(": ", 1) for item in report["memory_available"])
+    if sorted(memory) != sorted(inventory_hosts()) or any(not value[0].isdigit() for value in memory.values()):
+        problems.append(f"memory_available: {report['memory_available']}")
+    problems += [mount for mount in report["mounts"] if not mount.endswith(": ok")]
+    if not report["plan"]:
+        problems.append("no plan table")
+    return problems

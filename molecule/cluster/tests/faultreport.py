@@ -32,7 +32,10 @@ FAULTS = {
         "a worker-only file and every shard survive",
     ),
     5: ("A download interrupted", "resumes from the partial file"),
-    6: ("A shard corrupted on disk", "detected and fetched again"),
+    6: (
+        "A shard corrupted on disk (its mtime changed; one that keeps size and mtime is found by verify: full only)",
+        "detected and fetched again",
+    ),
     7: ("A disk too small", "refused before any download"),
     8: ("Bad inventory values", "argument-spec or preflight errors; nothing changed"),
     9: ("A probe of a busy worker", "reported busy; the worker stays alive"),

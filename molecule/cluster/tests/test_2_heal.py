@@ -6,11 +6,27 @@ import json
 import time
 
 import pytest
-from clusterlib import came_back, deployed_plan, main_pid, serving, supervisor, wait_serving
+from clusterlib import (
+    came_back,
+    deployed_plan,
+    main_pid,
+    serving,
+    status_problems,
+    status_report,
+    supervisor,
+    wait_serving,
+)
 from faultreport import record
-from labtest import REPO, lab, run_ansible, wait_for
+from labtest import lab, wait_for
 
 WORKER = "llamarpc-rpc-worker.service"
+
+
+def test_status_reports_a_well_cluster_field_by_field(tmp_path):
+    report = status_report(tmp_path)
+    assert status_problems(report) == [], report
+    assert report["supervisor"]["verdict"] == "ok", report["supervisor"]
+    assert report["supervisor"]["down_since"] == {}, report["supervisor"]
 
 
 @pytest.mark.fault(1)
@@ -42,7 +58,7 @@ def test_killed_worker_serves_again_within_60_seconds():
     assert verdict["verdict"] in ("ok", "reconnected") and "node3" not in verdict["down_since"], verdict
 
 
-def test_worker_that_stays_down_is_planned_around_then_taken_back():
+def test_worker_that_stays_down_is_planned_around_then_taken_back(tmp_path):
     node6 = lab("node6")
     node6.run_expect([0], "systemctl stop llamarpc-rpc-worker.service")
     start = time.monotonic()
@@ -65,9 +81,10 @@ def test_worker_that_stays_down_is_planned_around_then_taken_back():
         in_force = json.loads(lab("node1").file("/run/llamarpc/coordinator/plan-in-force.json").content_string)
         assert "node6" not in [row["name"] for row in in_force["workers"]]
         assert len(in_force["workers"]) == 5
-        status = run_ansible("ansible-playbook", REPO / "playbooks" / "status.yml")
-        assert status.returncode == 0, status.stdout[-2000:]
-        assert "re-planned without node6" in status.stdout
+        report = status_report(tmp_path)
+        assert status_problems(report, expect_down=["node6"]) == [], report
+        assert report["supervisor"]["verdict"] == "degraded", report["supervisor"]
+        assert report["supervisor"]["message"].startswith("re-planned without node6; down: node6 for "), report
     finally:
         node6.run_expect([0], "systemctl start llamarpc-rpc-worker.service")
     back = wait_for(

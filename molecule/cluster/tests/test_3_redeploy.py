@@ -14,7 +14,7 @@ from clusterlib import (
     wait_serving,
 )
 from faultreport import record
-from labtest import lab
+from labtest import INVENTORY, lab
 
 
 def drop_host(name):
@@ -95,6 +95,23 @@ def test_removing_a_worker_from_the_inventory_replans_and_restarts_only_the_coor
     plan = deployed_plan()["plan"]
     assert [row["name"] for row in plan["workers"]] == [f"node{i}" for i in range(1, 6)]
     assert f"{address('node6')}:" not in plan["rpc"]
+    assert main_pid(node1, "llamarpc-server") != server_before
+    assert main_pid(node2, "llamarpc-rpc-worker") == worker_before
+    assert wait_serving(60) is not None
+
+
+def test_adding_a_worker_to_the_inventory_plans_it_in():
+    """The README's "adding a node": node6 back in the inventory (the test above left it out), one re-run, and the
+    coordinator re-plans with it; the other workers are not restarted."""
+    node1, node2 = lab("node1"), lab("node2")
+    assert "node6" not in [row["name"] for row in deployed_plan()["plan"]["workers"]]  # the state the removal left
+    server_before = main_pid(node1, "llamarpc-server")
+    worker_before = main_pid(node2, "llamarpc-rpc-worker")
+    result = playbook(INVENTORY)
+    assert result.returncode == 0, result.stdout[-3000:]
+    plan = deployed_plan()["plan"]
+    assert [row["name"] for row in plan["workers"]] == [f"node{i}" for i in range(1, 7)]
+    assert f"{address('node6')}:" in plan["rpc"]
     assert main_pid(node1, "llamarpc-server") != server_before
     assert main_pid(node2, "llamarpc-rpc-worker") == worker_before
     assert wait_serving(60) is not None

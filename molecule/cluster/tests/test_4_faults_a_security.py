@@ -80,16 +80,33 @@ def test_the_rpc_port_is_refused_from_a_non_coordinator_and_from_the_controller(
     from_controller = _connect(address(target), RPC_PORT)
     # The bridge address the controller's packets come from (the host's view of its peer).
     bridge = lab(target).run("ip route show default; ip neigh").stdout
+    # The positive control: "refused" is also what a port without a listener gives. The worker listens on it, and
+    # the coordinator's connect is accepted in the same test (it waits in the worker's backlog, as fault 9's probe).
+    listening = lab(target).run(f"ss -ltnH 'sport = :{RPC_PORT}'").stdout.split()
+    listener = next((field for field in listening if field.endswith(f":{RPC_PORT}")), "")
+    coordinator = lab("node1").run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{address(target)}/{RPC_PORT}'")
+    from_coordinator = "connected" if coordinator.rc == 0 else coordinator.stderr.strip() or f"rc {coordinator.rc}"
+    still = serving()
     record(
         10,
+        f"{target} listens on {listener or 'NOTHING'}; node1 (coordinator) -> {target}:{RPC_PORT}: {from_coordinator}; "
         f"{other} -> {target}:{RPC_PORT}: {from_peer}; controller (bridge) -> {target}:{RPC_PORT}: {from_controller}",
-        ok=from_peer == "refused" and from_controller == "refused",
+        ok=(
+            bool(listener)
+            and from_coordinator == "connected"
+            and (from_peer, from_controller) == ("refused", "refused")
+            and still
+        ),
         key="10 rpc-port",
-        detail="RPC port from a non-coordinator host and from the controller",
+        detail="RPC port from a non-coordinator host and from the controller, beside an accepted coordinator",
     )
+    # A listener on the worker's own address, not on every address (0.0.0.0, *, [::]).
+    assert listener and not listener.startswith(("0.0.0.0:", "*:", "[::]:")), listening
+    assert from_coordinator == "connected", coordinator.stderr
     assert from_peer == "refused", peer.stderr
     assert from_controller == "refused", bridge
     assert main_pid(lab(target), "llamarpc-rpc-worker") == pid
+    assert still
 
 
 #: The collection's units that run as root, each with its reason. Every other llamarpc unit must name a user of its

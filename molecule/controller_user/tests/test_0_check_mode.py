@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
-from labtest import INVENTORY, host_state, lab, state_changes
+from host_state import state_changes
+from labtest import INVENTORY, host_state, lab
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 HOSTS = RUNNER.get_hosts("all")

@@ -11,7 +11,7 @@
           llama_cluster_plan module uses) and, if the model still fits, restart llama-server on the new plan
           through a runtime override; when every worker of the deployed plan is back, drop the override.  If the
           model no longer fits, leave things as they are and say why in the state file.
-``status``: print the state file.
+``status``: observe the cluster now, read-only (nothing restarted or written), and print it with the last check.
 
 Files: the deployed plan (``plan.json``, written by the role), the runtime override (an EnvironmentFile under
 /run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook.
@@ -151,13 +151,9 @@ def restart(service):
     subprocess.run(["systemctl", "restart", service], check=False)
 
 
-def cmd_check(args):
-    config = read_json(args.plan)
-    if config is None:
-        print(f"no deployed plan at {args.plan}", file=sys.stderr)
-        return 2
-    state = read_json(args.state, {"down_since": {}})
-    now = time.time()
+def observe(config, args, recorded, now):
+    """What runs now, read-only: llama-server listening or not, each worker's state, and since when each worker that
+    is down now has been down (from the recorded state; ``now`` for a worker first seen down)."""
     names = {worker["endpoint"]: worker["name"] for worker in config["workers"]}
     override = os.path.exists(args.override)
     in_force = read_json(args.plan_in_force, None) if override else None
@@ -170,17 +166,61 @@ def cmd_check(args):
     to_probe = [endpoint for endpoint in names if not (serving and endpoint in current and endpoint in connected)]
     states = {endpoint: "serving" for endpoint in names if endpoint not in to_probe}
     states.update(probe_all(to_probe, args.probe_timeout) if to_probe else {})
-    down_since = {}
-    for endpoint, name in names.items():
-        if states[endpoint] in UP_STATES + ("serving",):
-            continue
-        down_since[name] = state.get("down_since", {}).get(name, now)
-    current_names = [names.get(endpoint, endpoint) for endpoint in current]
+    down_since = {
+        name: recorded.get("down_since", {}).get(name, now)
+        for endpoint, name in names.items()
+        if states[endpoint] not in UP_STATES + ("serving",)
+    }
+    return {
+        "names": names,
+        "override": override,
+        "current": current,
+        "serving": serving,
+        "connected": connected,
+        "states": states,
+        "down_since": down_since,
+        "current_names": [names.get(endpoint, endpoint) for endpoint in current],
+        "deployed_names": [names.get(endpoint, endpoint) for endpoint in config["plan"]["rpc"].split(",")],
+    }
+
+
+def describe_down(down_since, now):
+    return "down: " + ", ".join(f"{name} for {now - since:.0f} s" for name, since in sorted(down_since.items()))
+
+
+def on_replan(seen, verdict, message):
+    """While llama-server runs on the supervisor's re-plan, the message says so whatever else is going on."""
+    left_out = [name for name in seen["deployed_names"] if name not in seen["current_names"]]
+    if seen["override"] and verdict in ("ok", "degraded") and left_out:
+        return f"re-planned without {', '.join(left_out)}" + (f"; {message}" if verdict == "degraded" else "")
+    return message
+
+
+def state_record(seen, now, verdict, message):
+    return {
+        "checked_at": now,
+        "verdict": verdict,
+        "message": message,
+        "down_since": seen["down_since"],
+        "serving": seen["serving"],
+        "workers": {seen["names"][endpoint]: state for endpoint, state in seen["states"].items()},
+        "override": seen["override"],
+    }
+
+
+def cmd_check(args):
+    config = read_json(args.plan)
+    if config is None:
+        print(f"no deployed plan at {args.plan}", file=sys.stderr)
+        return 2
+    now = time.time()
+    seen = observe(config, args, read_json(args.state, {"down_since": {}}), now)
+    names, states, down_since = seen["names"], seen["states"], seen["down_since"]
+    override, current, serving, connected = seen["override"], seen["current"], seen["serving"], seen["connected"]
     long_down = sorted(name for name, since in down_since.items() if now - since >= config["replan_after"])
-    deployed_names = [names.get(endpoint, endpoint) for endpoint in config["plan"]["rpc"].split(",")]
     message = "serving on the deployed plan" if not override else "serving on a re-plan"
     verdict = "ok"
-    if any(name in current_names for name in long_down):
+    if any(name in seen["current_names"] for name in long_down):
         try:
             new = replan(config, set(down_since))
         except planner.PlanError as exc:
@@ -194,7 +234,7 @@ def cmd_check(args):
             message = (
                 f"re-planned without {', '.join(long_down)}: --rpc {new['rpc']} --tensor-split {new['tensor_split']}"
             )
-    elif override and not any(name in down_since for name in deployed_names):
+    elif override and not any(name in down_since for name in seen["deployed_names"]):
         os.unlink(args.override)
         if os.path.exists(args.plan_in_force):
             os.unlink(args.plan_in_force)
@@ -208,27 +248,33 @@ def cmd_check(args):
         message = "a planned worker restarted while llama-server was idle: restarted llama-server to reconnect"
     elif down_since:
         verdict = "degraded"
-        message = "down: " + ", ".join(f"{name} for {now - since:.0f} s" for name, since in sorted(down_since.items()))
-    left_out = [name for name in deployed_names if name not in current_names]
-    if override and verdict in ("ok", "degraded") and left_out:
-        # Still serving on the supervisor's re-plan: say so whatever else is going on.
-        message = f"re-planned without {', '.join(left_out)}" + (f"; {message}" if verdict == "degraded" else "")
-    record = {
-        "checked_at": now,
-        "verdict": verdict,
-        "message": message,
-        "down_since": down_since,
-        "serving": serving,
-        "workers": {names[endpoint]: worker_state for endpoint, worker_state in states.items()},
-        "override": os.path.exists(args.override),
-    }
-    write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))
+        message = describe_down(down_since, now)
+    message = on_replan(seen, verdict, message)
+    seen["override"] = os.path.exists(args.override)
+    write_atomic(args.state, json.dumps(state_record(seen, now, verdict, message), indent=1, sort_keys=True))
     print(f"{verdict}: {message}")
     return 0
 
 
 def cmd_status(args):
-    print(json.dumps(read_json(args.state, {"verdict": "unknown", "message": "the supervisor has not run yet"})))
+    """The cluster as it is now, observed read-only (no re-plan, no restart, nothing written), beside the last check:
+    a status taken just after a reboot must not report workers down that answer by now."""
+    config = read_json(args.plan)
+    recorded = read_json(args.state, None)
+    if config is None:
+        print(json.dumps({"verdict": "unknown", "message": f"no deployed plan at {args.plan}", "last_check": recorded}))
+        return 0
+    now = time.time()
+    seen = observe(config, args, recorded or {}, now)
+    if not seen["serving"]:
+        verdict, message = "down", f"llama-server does not answer {config['url']}/health"
+    elif seen["down_since"]:
+        verdict, message = "degraded", describe_down(seen["down_since"], now)
+    else:
+        verdict, message = "ok", "serving; every worker answers"
+    report = state_record(seen, now, verdict, on_replan(seen, verdict, message))
+    report["last_check"] = recorded
+    print(json.dumps(report, sort_keys=True))
     return 0
 
 

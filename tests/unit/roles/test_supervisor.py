@@ -71,7 +71,7 @@ def config(tmp_path, replan_after=20):
 
 
 @pytest.fixture
-def world(tmp_path, monkeypatch):
+def world(tmp_path, monkeypatch, capsys):
     """Probes, llama-server's health, connections and restarts under the test's control."""
     state = {"down": set(), "serving": True, "restarts": 0, "now": 1000.0}
     monkeypatch.setattr(
@@ -100,7 +100,14 @@ def world(tmp_path, monkeypatch):
         assert supervisor.main([*paths, "check"]) == 0
         return json.loads((tmp_path / "s.json").read_text())
 
+    def status():
+        capsys.readouterr()  # what check printed before
+        assert supervisor.main([*paths, "status"]) == 0
+        return json.loads(capsys.readouterr().out)
+
     state["check"] = check
+    state["status"] = status
+    state["state_file"] = tmp_path / "s.json"
     state["override"] = tmp_path / "o.env"
     return state
 
@@ -146,3 +153,33 @@ def test_a_worker_that_restarted_while_llama_server_idled_triggers_a_reconnect(w
     monkeypatch.setattr(supervisor, "established_peers", lambda: {"10.0.0.1:50052", "10.0.0.3:50052"})
     record = world["check"]()
     assert record["verdict"] == "reconnected" and world["restarts"] == 1
+
+
+def test_status_observes_now_read_only_and_does_not_repeat_a_stale_down(world):
+    """Seen after every lab host was power-killed and booted: the timer's first check ran while the workers still
+    booted and recorded them down; status must report what answers now, and change nothing."""
+    world["down"].update({"10.0.0.2:50052", "10.0.0.3:50052"})
+    world["serving"] = False
+    assert world["check"]()["verdict"] == "degraded"
+    recorded = world["state_file"].read_text()
+    world["down"].clear()
+    world["serving"] = True
+    world["now"] += 20
+    report = world["status"]()
+    assert report["verdict"] == "ok" and report["down_since"] == {}, report
+    assert report["workers"] == {"n1": "serving", "n2": "serving", "n3": "serving"}
+    assert report["last_check"]["verdict"] == "degraded"  # what the timer saw, beside what is true now
+    assert world["state_file"].read_text() == recorded and world["restarts"] == 0
+
+
+def test_status_gives_how_long_a_worker_has_been_down_and_a_silent_server(world):
+    world["down"].add("10.0.0.3:50052")
+    world["check"]()
+    world["now"] += 12
+    report = world["status"]()
+    assert report["verdict"] == "degraded" and report["message"] == "down: n3 for 12 s", report
+    assert report["workers"]["n3"] == "refused"
+    world["serving"] = False
+    report = world["status"]()
+    assert report["verdict"] == "down" and "does not answer http://10.0.0.1:8080/health" in report["message"]
+    assert world["restarts"] == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -172,3 +174,21 @@ def test_nspawn_argv_has_the_measured_flags():
 def test_tbf_burst_grows_with_rate():
     assert lab.tbf_args(8_000_000)[4] == str(32 * 1024)
     assert int(lab.tbf_args(10**9)[4]) == 10**9 // 8 // 100
+
+
+def test_netns_pids_finds_the_processes_of_one_namespace(tmp_path):
+    mine, other = tmp_path / "netns-mine", tmp_path / "netns-other"
+    mine.write_text("")
+    other.write_text("")
+    proc = tmp_path / "proc"
+    for pid, target in (("12", mine), ("345", other), ("6789", mine)):
+        (proc / pid / "ns").mkdir(parents=True)
+        (proc / pid / "ns" / "net").symlink_to(target)
+    (proc / "self").mkdir()  # not a PID
+    (proc / "99" / "ns").mkdir(parents=True)  # a process that exited meanwhile: no ns/net any more
+    assert lab.netns_pids(str(mine), proc=str(proc)) == [12, 6789]
+    assert lab.netns_pids(str(tmp_path / "deleted-netns"), proc=str(proc)) == []
+
+
+def test_netns_pids_on_this_machine_includes_this_process():
+    assert os.getpid() in lab.netns_pids("/proc/self/ns/net")

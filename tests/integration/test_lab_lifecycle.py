@@ -1,0 +1,119 @@
+"""The lab's own promises, on a one-host lab of its own (needs root, like the lab): a second lab_up changes nothing;
+a host whose systemd-nspawn died (SIGKILL, OOM) - its container still running without it - is killed, not booted a
+second time on the same root; lab_down leaves no namespace, interface, mount, process, cgroup or state behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from ansible_run import ansible_playbook
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import netns_pids
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root")
+
+NAME = "life"
+STATE = Path(f"/var/lib/llamarpc-lab/{NAME}")
+HOST = STATE / "hosts" / "node1"
+NETNS = f"/run/netns/llrpc-{NAME}-node1"
+BRIDGE = "llrpclife0"
+CGROUP = Path(f"/sys/fs/cgroup/memory/llamarpc-lab/llrpc-{NAME}-node1")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    inventory = tmp_path_factory.mktemp("life") / "hosts.yml"
+    variables = json.dumps(
+        {
+            "lab_name": NAME,
+            "lab_bridge": BRIDGE,
+            "lab_subnet": "10.213.30.0/24",
+            "lab_inventory_path": str(inventory),
+            "lab_hosts": [
+                {"name": "node1", "groups": ["coordinator", "rpc_workers"], "data_size": "16M", "memory_max": "1G"}
+            ],
+        }
+    )
+
+    def run(playbook):
+        result = ansible_playbook("-i", "localhost,", f"playbooks/{playbook}.yml", "-e", variables, timeout=900)
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+        return result.stdout
+
+    run("lab_up")
+    yield run
+    run("lab_down")  # again after the last test: a no-op then (and the clean-up when a test failed)
+
+
+def nspawn_pid():
+    return int((HOST / "nspawn.pid").read_text(encoding="ascii"))
+
+
+def wait_gone(pid, within=120):
+    """Wait (bounded, not timed) for ``pid`` to exit."""
+    deadline = time.monotonic() + within
+    while Path(f"/proc/{pid}").exists():
+        assert time.monotonic() < deadline, f"process {pid} still there after {within} s"
+        time.sleep(0.2)
+
+
+def container_inits(pids):
+    """The processes of ``pids`` whose parent is not among them: one per container (its systemd)."""
+    inits = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+        except OSError:
+            continue
+        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if ppid not in pids:
+            inits.append(pid)
+    return inits
+
+
+def test_a_second_lab_up_changes_nothing(lab):
+    out = lab("lab_up")
+    assert "localhost                  : ok=" in out and " changed=0 " in out.split("PLAY RECAP")[-1], out[-3000:]
+
+
+def test_a_host_whose_nspawn_died_is_killed_before_it_boots_again(lab):
+    os.kill(nspawn_pid(), signal.SIGKILL)
+    wait_gone(nspawn_pid())
+    orphans = netns_pids(NETNS)
+    # The hazard, live: the container's systemd and services run on without their nspawn.
+    assert container_inits(orphans), "no process left in the host's namespace after its nspawn was killed"
+    lab("lab_up")
+    now = netns_pids(NETNS)
+    assert set(orphans).isdisjoint(now), f"processes of the dead container still run: {set(orphans) & set(now)}"
+    assert len(container_inits(now)) == 1, f"not exactly one container in the host's namespace: {now}"
+    assert Path(f"/proc/{nspawn_pid()}").exists()
+
+
+def test_lab_down_leaves_nothing_even_of_a_container_without_its_nspawn(lab):
+    namespace = os.stat(NETNS)
+    os.kill(nspawn_pid(), signal.SIGKILL)
+    wait_gone(nspawn_pid())
+    assert container_inits(netns_pids(NETNS)), "no process left in the host's namespace after its nspawn was killed"
+    lab("lab_down")
+    left = [pid for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()) if _same_netns(pid, namespace)]
+    assert left == [], f"processes still in the removed host's namespace: {left}"
+    assert not Path(NETNS).exists()
+    links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout)
+    assert BRIDGE not in {link["ifname"] for link in links}
+    assert str(STATE) not in Path("/proc/self/mountinfo").read_text(encoding="utf-8")
+    assert not CGROUP.exists()
+    assert not STATE.exists()
+
+
+def _same_netns(pid, namespace):
+    try:
+        found = os.stat(f"/proc/{pid}/ns/net")
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (namespace.st_dev, namespace.st_ino)
