@@ -4,58 +4,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The collection's one mesh contract: a host is reached at llamarpc_mesh_address, else at ansible_host."""
 
+# Each filter is documented beside this file, in plugins/filter/<filter name>.yml.
+
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh, _tailscale, _wireguard
-
-DOCUMENTATION = r"""
-name: mesh_addresses
-short_description: Addresses at which hosts are reached over the cluster's mesh
-version_added: 0.1.0
-description:
-  - For each host name, its C(llamarpc_mesh_address) (set by the mesh roles), else its C(ansible_host),
-    else the name itself. Workers bind to this address and the coordinator dials it.
-  - The same file provides C(mesh_plan), used by the P(llamarpc.cluster.mesh#role) role - for host names, their
-    hostvars, a provider and a mesh subnet, a dictionary with C(addresses) (name to mesh address), C(sources)
-    (name to V(inventory), V(ansible_host) or V(derived)) and C(errors) (messages about unknown providers,
-    addresses that are not IPv4 or not in the subnet, and duplicate addresses).
-  - And C(wireguard_peers) - for host names, their hostvars, this host's name and a keepalive, the WireGuard
-    peers of this host (every other host that published its C(wireguard_node) fact), sorted by name; and
-    C(wireguard_dump) - the output of C(wg show INTERFACE dump) as a dictionary (the private key left out).
-  - And C(tailscale_problems) - for an auth key, a login server, tags and a host name, the messages about what
-    Tailscale would refuse (the key itself never appears in them).
-options:
-  _input:
-    description: Host names (for example C(groups['rpc_workers'])).
-    type: list
-    elements: str
-    required: true
-  hostvars:
-    description: The C(hostvars) magic variable.
-    type: dict
-    required: true
-author:
-  - llamarpc.cluster contributors (@llamarpc)
-"""
-
-EXAMPLES = r"""
-- name: Addresses of the coordinators
-  ansible.builtin.debug:
-    msg: "{{ groups['coordinator'] | llamarpc.cluster.mesh_addresses(hostvars) }}"
-
-- name: The mesh plan of the play's hosts for WireGuard
-  ansible.builtin.debug:
-    msg: "{{ ansible_play_hosts_all | llamarpc.cluster.mesh_plan(hostvars, 'wireguard', '10.99.0.0/24') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: One address per host, in order.
-  type: list
-  elements: str
-"""
 
 
 def mesh_address(name, variables):

@@ -23,18 +23,15 @@ description:
     are not installed, and says why the dependencies are not known.
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on
       the controller.
     support: full
   check_mode:
-    support: full
     details: Reports the packages that are not installed and what apt would install with them; changes nothing.
   diff_mode:
-    support: full
     details: In check mode, the packages that would be installed (as M(ansible.builtin.apt) shows in a real run).
 options:
   name:

@@ -12,41 +12,16 @@ module: gguf_shard_place
 short_description: Place the shards of a split GGUF model across hosts that have room, fetch them resumably
 version_added: 0.1.0
 description:
-  - Plans, then fetches. Run it as one task on every host that may hold shards (the play's hosts, or the
-    current C(serial) batch, are the candidates); one of them is the O(coordinator), whose model directory
-    ends up showing every shard under its exact split file name, as llama.cpp needs (it derives the other
-    shards' paths from shard 1's prefix).
-  - B(Plan.) The controller lists the shards with their sizes and sha256 (from the Hugging Face hub's
-    metadata, from O(urls), or by hashing O(files)); every candidate host reports the free bytes at its
-    O(model_dir) (statvfs) and what it already holds. Shards already complete on a host stay there; the others
-    go first-fit in file order onto the coordinator first, then onto the other hosts by usable bytes (ties by
-    name), keeping O(reserve) free on each, plus room for an RPC tensor cache on the same filesystem
-    (O(tensor_caches)). The plan is deterministic. When the model does not fit, every host fails before anything
-    is downloaded, with the bytes missing and the usable bytes per host (and the tensor caches that took room).
-  - B(Fetch.) Each host downloads its own shards directly (no hop through the controller; a file from the
-    controller is copied to its host). Bytes go into C(NAME.partial) with a sidecar C(NAME.partial.json)
-    recording the expected size, sha256 and ETag; an interrupted download - even a killed process or play -
-    resumes from the partial's length with an HTTP C(Range) request on the next run. The file is verified
-    (size and sha256), made read-only (0444) and renamed into place atomically.
-  - B(Verify.) C(.llamarpc-shards.json) in each model directory records size, mtime and sha256 of every
-    verified shard, so a rerun hashes only files whose size or mtime changed (or all with O(verify=full)).
-    A shard that fails verification is fetched again. A rerun changes nothing.
-  - B(Ownership.) Run as root, it gives every file and link it writes the owner and group of the model directory,
-    and a directory it creates those of its nearest existing parent - a model directory in a user's home (the seed's
-    C(/home/pool/work/models)) keeps the user's files, and is never made root's. The user could delete or replace
-    anything in their own directory anyway; the sha256 check of every run is what guards the shards.
-  - B(Link.) On the coordinator, every shard placed on another host appears as a symlink
-    C(MODEL_DIR/NAME -> MOUNT/NAME), where MOUNT is where the coordinator mounts that host's model directory
-    (O(mount_root)C(/HOST) or O(mount_paths)); the mounts themselves are M(llamarpc.cluster.sshfs_masked_mount)'s job.
-  - B(Progress.) While a shard downloads, C(MODEL_DIR/.llamarpc-progress.json) on that host is rewritten about
-    once a second (file, done, total, percent, bytes_per_second, eta_seconds); watch it with
-    C(watch cat MODEL_DIR/.llamarpc-progress.json), or watch C(NAME.partial) grow.
-  - B(Two ways to run it.) Either on every candidate host at the same time (the play's hosts, or the current
-    C(serial) batch, are the candidates; they meet on the controller to plan, so C(forks) must be at least the
-    number of hosts in the batch, and the free strategy is not supported); or on the coordinator alone with
-    O(candidates) listing the hosts - the task then inspects and fills every candidate itself, one after the
-    other, delegating to each with its inventory connection settings (what the C(llamarpc.cluster.llama_model)
-    role does).
+  - Places the shards of a split GGUF model on the hosts with room for them, and makes the O(coordinator)'s model
+    directory show every shard under its split file name, as llama.cpp needs (shards held elsewhere are symlinks into
+    the mounts of M(llamarpc.cluster.sshfs_masked_mount)).
+  - Plans before it fetches - complete shards stay where they are; the others go first-fit onto the coordinator, then
+    onto the other hosts by usable bytes, keeping O(reserve) and O(tensor_caches) free. When the model does not fit,
+    every host fails before anything is downloaded.
+  - Each host downloads its own shards; an interrupted download resumes (C(NAME.partial), HTTP C(Range)); every shard
+    is verified (size and sha256), made read-only and renamed into place. A rerun changes nothing.
+  - Run it on every candidate host at once (C(forks) at least the batch size; not with the free strategy), or on the
+    coordinator alone with O(candidates).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -193,19 +168,17 @@ options:
       - Internal. Request headers for the source (the hub token) set by the action plugin; not for playbooks.
     type: dict
 notes:
-  - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its
-    final name before it is verified.
-  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as
-    C(redundant). Partial downloads of shards planned for another host are removed.
+  - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its final
+    name before it is verified.
+  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as C(redundant).
+    Partial downloads of shards planned for another host are removed.
   - The sidecar records the ETag; when the source changes (new ETag) a partial download starts over.
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+  - The plan, verification, ownership, the progress file and the two ways to run it, in detail - C(docs/modules.md).
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:
-    support: full
     details: Gathers free space, plans and reports what would be fetched, resumed, re-verified or linked.
   diff_mode:
-    support: full
     details: The placement of every shard before (where it is now) and after (the plan).
 seealso:
   - module: llamarpc.cluster.sshfs_masked_mount
@@ -382,7 +355,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch
 from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_plan import human
 
 # Options of the task; the action plugin resolves them on the controller and calls this module with the
@@ -438,36 +411,36 @@ def apply(module, params):
         result["actions"].append(f"create {model_dir}")
         result["changed"] = True
         if not check:
-            sf.make_dirs(model_dir)  # owned like its parent: a directory in a user's home is the user's
+            _shard_fetch.make_dirs(model_dir)  # owned like its parent: a directory in a user's home is the user's
     lock = None
     if not check and os.path.isdir(model_dir):
         try:
-            lock = sf.lock_dir(model_dir)  # released when this process ends, whichever way
-        except sf.FetchError as exc:
+            lock = _shard_fetch.lock_dir(model_dir)  # released when this process ends, whichever way
+        except _shard_fetch.FetchError as exc:
             module.fail_json(msg=str(exc), **result)
-    manifest_path = os.path.join(model_dir, sf.MANIFEST)
-    manifest = (sf.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
+    manifest_path = os.path.join(model_dir, _shard_fetch.MANIFEST)
+    manifest = (_shard_fetch.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
     manifest_before = dict(manifest)
-    progress_path = os.path.join(model_dir, sf.PROGRESS)
+    progress_path = os.path.join(model_dir, _shard_fetch.PROGRESS)
 
     for shard in params["_shards"]:
         name = shard["name"]
         path = os.path.join(model_dir, name)
         corrupt = False
         if os.path.isfile(path) and not os.path.islink(path):
-            ok, hashed, record = sf.verify_file(model_dir, shard, manifest, full=params["verify"] == "full")
+            ok, hashed, record = _shard_fetch.verify_file(model_dir, shard, manifest, full=params["verify"] == "full")
             if ok:
                 manifest[name] = record
                 if hashed:
                     result["verified"].append(name)
-                if stat.S_IMODE(os.stat(path).st_mode) != sf.READ_ONLY:
+                if stat.S_IMODE(os.stat(path).st_mode) != _shard_fetch.READ_ONLY:
                     result["actions"].append(f"chmod 0444 {name}")
                     result["changed"] = True
                     if not check:
-                        os.chmod(path, sf.READ_ONLY)
+                        os.chmod(path, _shard_fetch.READ_ONLY)
                         manifest[name] = {**record, "mtime_ns": os.stat(path).st_mtime_ns}
-                if sf.give_to_directory_owner(path, check=check):
-                    result["actions"].append("chown {} {}:{}".format(name, *sf.owner_of(model_dir)))
+                if _shard_fetch.give_to_directory_owner(path, check=check):
+                    result["actions"].append("chown {} {}:{}".format(name, *_shard_fetch.owner_of(model_dir)))
                     result["changed"] = True
                 continue
             corrupt = True
@@ -476,9 +449,9 @@ def apply(module, params):
         if not shard.get("url") and not shard.get("src"):
             result.setdefault("need_source", []).append(name)  # the action plugin copies it and calls again
             continue
-        partial = path + sf.PARTIAL
-        sidecar = sf.read_json(path + sf.SIDECAR)
-        resumable = os.path.isfile(partial) and sf.sidecar_matches(sidecar, shard) and not shard.get("src")
+        partial = path + _shard_fetch.PARTIAL
+        sidecar = _shard_fetch.read_json(path + _shard_fetch.SIDECAR)
+        resumable = os.path.isfile(partial) and _shard_fetch.sidecar_matches(sidecar, shard) and not shard.get("src")
         start = os.path.getsize(partial) if resumable else 0
         result["actions"].append(
             f"{'re' if corrupt else ''}fetch {name}" + (f" (resume from {start})" if start else "")
@@ -498,12 +471,12 @@ def apply(module, params):
         try:
             if in_place:
                 resumed_from, downloaded = 0, int(shard["size"])
-                manifest[name] = sf.rewrite_in_place(shard["src"], path, shard)
+                manifest[name] = _shard_fetch.rewrite_in_place(shard["src"], path, shard)
             elif shard.get("src"):
-                resumed_from, downloaded = sf.copy_local(shard["src"], partial, shard)
+                resumed_from, downloaded = _shard_fetch.copy_local(shard["src"], partial, shard)
             else:
-                progress = sf.Progress(progress_path, name, int(shard["size"]), start)
-                resumed_from, downloaded = sf.download(
+                progress = _shard_fetch.Progress(progress_path, name, int(shard["size"]), start)
+                resumed_from, downloaded = _shard_fetch.download(
                     shard["url"],
                     partial,
                     shard,
@@ -514,8 +487,8 @@ def apply(module, params):
                     validate_certs=params["validate_certs"],
                 )
             if not in_place:
-                manifest[name] = sf.finish(model_dir, shard, partial)
-        except sf.FetchError as exc:
+                manifest[name] = _shard_fetch.finish(model_dir, shard, partial)
+        except _shard_fetch.FetchError as exc:
             _save_manifest(manifest_path, manifest, manifest_before)
             module.fail_json(msg=str(exc), **result)
         except OSError as exc:
@@ -539,11 +512,14 @@ def apply(module, params):
         )
 
     for name in params["_drop"]:
-        if any(os.path.exists(os.path.join(model_dir, name + suffix)) for suffix in (sf.PARTIAL, sf.SIDECAR)):
-            result["actions"].append(f"remove {name}{sf.PARTIAL} (planned for another host)")
+        if any(
+            os.path.exists(os.path.join(model_dir, name + suffix))
+            for suffix in (_shard_fetch.PARTIAL, _shard_fetch.SIDECAR)
+        ):
+            result["actions"].append(f"remove {name}{_shard_fetch.PARTIAL} (planned for another host)")
             result["changed"] = True
             if not check:
-                sf.remove_partial(model_dir, name)
+                _shard_fetch.remove_partial(model_dir, name)
 
     for name, target in sorted(params["_links"].items()):
         path = os.path.join(model_dir, name)
@@ -554,7 +530,7 @@ def apply(module, params):
         result["actions"].append(f"link {name} -> {target}")
         result["changed"] = True
         if not check:
-            sf.link(model_dir, name, target)
+            _shard_fetch.link(model_dir, name, target)
 
     if not check:
         _save_manifest(manifest_path, manifest, manifest_before)
@@ -568,7 +544,7 @@ def apply(module, params):
 
 def _save_manifest(path, manifest, before):
     if manifest != before and os.path.isdir(os.path.dirname(path)):
-        sf.write_json(path, manifest)
+        _shard_fetch.write_json(path, manifest)
 
 
 def main():
@@ -582,7 +558,7 @@ def main():
         module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")
     if params["_phase"] == "stat":
         try:
-            report = sf.inspect(model_dir, params["_names"], params["_tensor_cache"])
+            report = _shard_fetch.inspect(model_dir, params["_names"], params["_tensor_cache"])
         except OSError as exc:
             module.fail_json(msg=f"cannot inspect {model_dir}: {exc}")
         module.exit_json(changed=False, report=report)

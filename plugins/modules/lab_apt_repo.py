@@ -75,13 +75,7 @@ options:
     description: TCP port to serve on.
     type: int
     default: 8642
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 seealso:
   - module: llamarpc.cluster.lab_image
   - module: llamarpc.cluster.lab_host
@@ -178,7 +172,7 @@ def digests(path):
 class Repo:
     def __init__(self, module):
         self.module = module
-        self.p = module.params
+        self.params = module.params
         self.arch = dpkg_arch(platform.machine())
 
     def apt_options(self, work, archives):
@@ -189,7 +183,7 @@ class Repo:
             "Dir::Etc::Preferences": os.path.join(work, "preferences"),
             "Dir::Etc::PreferencesParts": os.path.join(work, "preferences.d"),
             "Dir::State::Lists": os.path.join(work, "lists"),
-            "Dir::State::status": os.path.join(self.p["image"], "var/lib/dpkg/status"),
+            "Dir::State::status": os.path.join(self.params["image"], "var/lib/dpkg/status"),
             "Dir::Cache": os.path.join(work, "cache"),
             "Dir::Cache::archives": archives,
             "APT::Architecture": self.arch,
@@ -215,17 +209,19 @@ class Repo:
         """Resolve, download and index into ``top`` (renamed into place only when complete)."""
         apt_get = self.module.get_bin_path("apt-get", required=True)
         dpkg_deb = self.module.get_bin_path("dpkg-deb", required=True)
-        mirror = self.p["mirror"] or find_mirror(self.p["suite"])
+        mirror = self.params["mirror"] or find_mirror(self.params["suite"])
         if not mirror:
-            self.module.fail_json(msg=f"no apt source for suite {self.p['suite']} on the controller: set mirror")
+            self.module.fail_json(msg=f"no apt source for suite {self.params['suite']} on the controller: set mirror")
         work = top + ".work"
-        archives = os.path.join(self.p["cache_dir"], "apt-archives")  # shared: a new key downloads only what is new
+        archives = os.path.join(
+            self.params["cache_dir"], "apt-archives"
+        )  # shared: a new key downloads only what is new
         shutil.rmtree(work, ignore_errors=True)
         for sub in ("lists/partial", "cache", "sources.list.d", "preferences.d"):
             os.makedirs(os.path.join(work, sub))
         os.makedirs(os.path.join(archives, "partial"), exist_ok=True)
         with open(os.path.join(work, "sources.list"), "w", encoding="utf-8") as handle:
-            handle.write(f"deb [signed-by={self.p['keyring']}] {mirror} {self.p['suite']} main\n")
+            handle.write(f"deb [signed-by={self.params['keyring']}] {mirror} {self.params['suite']} main\n")
         opts = self.apt_options(work, archives)
         # apt checks signatures as its unprivileged _apt user, in TMPDIR: one it can write whatever /tmp is like.
         tmpdir = os.path.join(work, "tmp")
@@ -255,9 +251,9 @@ class Repo:
             handle.write(index)
         sha = hashlib.sha256(index.encode()).hexdigest()
         with open(os.path.join(tmp, "Release"), "w", encoding="utf-8") as handle:
-            handle.write(release_text(self.p["suite"], self.arch, {"Packages": (len(index.encode()), sha)}))
+            handle.write(release_text(self.params["suite"], self.arch, {"Packages": (len(index.encode()), sha)}))
         with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as handle:
-            json.dump({"packages": packages, "debs": len(plan), "suite": self.p["suite"]}, handle)
+            json.dump({"packages": packages, "debs": len(plan), "suite": self.params["suite"]}, handle)
         shutil.rmtree(top, ignore_errors=True)
         os.rename(tmp, top)
         shutil.rmtree(work, ignore_errors=True)
@@ -265,7 +261,7 @@ class Repo:
 
     def pid(self):
         try:
-            with open(os.path.join(self.p["state_dir"], PIDFILE), encoding="ascii") as handle:
+            with open(os.path.join(self.params["state_dir"], PIDFILE), encoding="ascii") as handle:
                 pid = int(handle.read().strip())
             os.kill(pid, 0)
         except (OSError, ValueError):
@@ -287,7 +283,7 @@ class Repo:
             return True
         self.stop()
         ssd = self.module.get_bin_path("start-stop-daemon", required=True)
-        pidfile = os.path.join(self.p["state_dir"], PIDFILE)
+        pidfile = os.path.join(self.params["state_dir"], PIDFILE)
         argv = [
             ssd,
             "--start",
@@ -301,10 +297,10 @@ class Repo:
             "-m",
             "http.server",
             "--bind",
-            self.p["address"],
+            self.params["address"],
             "--directory",
             top,
-            str(self.p["port"]),
+            str(self.params["port"]),
         ]
         self.run(argv)
         deadline = time.monotonic() + 30
@@ -326,7 +322,7 @@ class Repo:
             if self.pid():
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.p["state_dir"], PIDFILE))
+                os.unlink(os.path.join(self.params["state_dir"], PIDFILE))
         return True
 
 

@@ -20,8 +20,8 @@ description:
     and the link bandwidth (C(tc tbf) both ways).
   - O(state=running) is idempotent - it creates only what is missing and starts a stopped host again;
     O(state=absent) leaves nothing behind (process, mounts, namespace, interfaces, cgroup, state directory).
-  - A host's processes are found by its network namespace: a container whose C(systemd-nspawn) died keeps running
-    without it, and is killed before the host boots again (never two containers on one root) or is removed.
+  - A host's processes are found by its network namespace and memory cgroup. A container whose C(systemd-nspawn)
+    died keeps running without it, and is killed before the host boots again (never two on one root) or is removed.
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -97,13 +97,7 @@ options:
         the lab's local repository (see M(llamarpc.cluster.lab_apt_repo)). Lab hosts reach nothing beyond
         the lab, so the image itself has no apt source.
     type: str
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 seealso:
   - module: llamarpc.cluster.lab_plan
   - module: llamarpc.cluster.lab_image
@@ -194,37 +188,39 @@ class Host:
     """Inspection and actions for one lab host; every action is appended to ``actions``."""
 
     def __init__(self, module):
-        self.m = module
-        self.p = module.params
+        self.module = module
+        self.params = module.params
         self.actions = []
         self.ip = module.get_bin_path("ip", required=True)
-        self.dir = self.p["state_dir"]
+        self.dir = self.params["state_dir"]
         self.rootfs = os.path.join(self.dir, "rootfs")
         self.upper = os.path.join(self.dir, "upper")
         self.data = os.path.join(self.dir, "data")
         self.pidfile = os.path.join(self.dir, "nspawn.pid")
-        self.cgroup = os.path.join(CGROUP_V1_MEMORY, "llamarpc-lab", self.p["netns"])
+        self.cgroup = os.path.join(CGROUP_V1_MEMORY, "llamarpc-lab", self.params["netns"])
 
     # --- helpers -------------------------------------------------------------------------
     def act(self, what, argv=None):
         """Record an action; run ``argv`` unless in check mode."""
         self.actions.append(what)
-        if argv is not None and not self.m.check_mode:
-            rc, out, err = self.m.run_command(argv)
+        if argv is not None and not self.module.check_mode:
+            rc, out, err = self.module.run_command(argv)
             if rc != 0:
-                self.m.fail_json(msg=f"{what} failed: {' '.join(argv)}: {(err or out).strip()}", actions=self.actions)
-        return not self.m.check_mode
+                self.module.fail_json(
+                    msg=f"{what} failed: {' '.join(argv)}: {(err or out).strip()}", actions=self.actions
+                )
+        return not self.module.check_mode
 
     def mounted(self, path):
         with open("/proc/self/mountinfo", encoding="utf-8") as handle:
             return os.path.realpath(path) in mount_points(handle.read())
 
     def netns_exists(self):
-        return os.path.exists(f"/run/netns/{self.p['netns']}")
+        return os.path.exists(f"/run/netns/{self.params['netns']}")
 
     def link_exists(self, name, netns=None):
         argv = [self.ip] + (["-n", netns] if netns else []) + ["link", "show", "dev", name]
-        return self.m.run_command(argv)[0] == 0
+        return self.module.run_command(argv)[0] == 0
 
     def pid(self):
         """PID of this host's nspawn process if it is alive, else None."""
@@ -235,13 +231,13 @@ class Host:
                 cmdline = handle.read().split(b"\0")
         except (OSError, ValueError):
             return None
-        if b"-M" in cmdline and self.p["name"].encode() in cmdline and any(b"nspawn" in c for c in cmdline[:1]):
+        if b"-M" in cmdline and self.params["name"].encode() in cmdline and any(b"nspawn" in c for c in cmdline[:1]):
             return pid
         return None
 
     # --- running ---------------------------------------------------------------------------
     def ensure_network(self):
-        p = self.p
+        p = self.params
         ns = p["netns"]
         if not self.netns_exists():
             self.act("create netns", [self.ip, "netns", "add", ns])
@@ -249,11 +245,11 @@ class Host:
             self.act(
                 "create veth", [self.ip, "link", "add", p["veth"], "type", "veth", "peer", "name", "eth0", "netns", ns]
             )
-        rc, out, _err = self.m.run_command([self.ip, "-j", "link", "show", "dev", p["veth"]])
+        rc, out, _err = self.module.run_command([self.ip, "-j", "link", "show", "dev", p["veth"]])
         info = json.loads(out or "[{}]")[0] if rc == 0 else {}
         if info.get("master") != p["bridge"] or "UP" not in (info.get("flags") or []):
             self.act("attach veth", [self.ip, "link", "set", p["veth"], "master", p["bridge"], "up"])
-        rc, out, _err = self.m.run_command([self.ip, "-n", ns, "-j", "addr", "show", "dev", "eth0"])
+        rc, out, _err = self.module.run_command([self.ip, "-n", ns, "-j", "addr", "show", "dev", "eth0"])
         info = json.loads(out or "[{}]")[0] if rc == 0 and out.strip() else {}
         want = f"{p['address']}/{p['prefixlen']}"
         have = [f"{a['local']}/{a['prefixlen']}" for a in info.get("addr_info", [])]
@@ -266,8 +262,8 @@ class Host:
 
     def ensure_bandwidth(self):
         """tbf on the controller side (towards the host) and inside the namespace (from the host)."""
-        rate = self.p["bandwidth"]
-        tc = self.m.get_bin_path("tc", required=bool(rate))
+        rate = self.params["bandwidth"]
+        tc = self.module.get_bin_path("tc", required=bool(rate))
         if tc is None:
             return
         stamp = os.path.join(self.dir, "bandwidth")
@@ -278,31 +274,33 @@ class Host:
             applied = 0
         if not rate and not applied:
             return  # no cap asked for and none applied: nothing to read back
-        sides = ([], self.p["veth"]), (["-n", self.p["netns"]], "eth0")
-        present = all("tbf" in self.m.run_command([tc] + ns + ["qdisc", "show", "dev", dev])[1] for ns, dev in sides)
+        sides = ([], self.params["veth"]), (["-n", self.params["netns"]], "eth0")
+        present = all(
+            "tbf" in self.module.run_command([tc] + ns + ["qdisc", "show", "dev", dev])[1] for ns, dev in sides
+        )
         if rate and (applied != rate or not present):
             for ns, dev in sides:
                 self.act(
                     f"cap {dev} at {rate} bit/s", [tc] + ns + ["qdisc", "replace", "dev", dev, "root"] + tbf_args(rate)
                 )
-            if not self.m.check_mode:
+            if not self.module.check_mode:
                 with open(stamp, "w", encoding="ascii") as handle:
                     handle.write(str(rate))
         elif not rate and applied:
             for ns, dev in sides:
                 self.act(f"uncap {dev}", [tc] + ns + ["qdisc", "del", "dev", dev, "root"])
-            if not self.m.check_mode:
+            if not self.module.check_mode:
                 os.unlink(stamp)
 
     def ensure_files(self):
         """Per-host overlay layer: host keys, machine id, hostname, admin's authorized key."""
-        p = self.p
+        p = self.params
         if not os.path.isdir(self.upper):
             self.actions.append("create overlay layer")
-        if not self.m.check_mode:
+        if not self.module.check_mode:
             for sub in ("upper", "work", "rootfs"):
                 os.makedirs(os.path.join(self.dir, sub), mode=0o755, exist_ok=True)
-        if self.m.check_mode and not os.path.isdir(self.upper):
+        if self.module.check_mode and not os.path.isdir(self.upper):
             return
         etc = os.path.join(self.upper, "etc")
         key = os.path.join(etc, "ssh", "ssh_host_ed25519_key")
@@ -311,7 +309,7 @@ class Host:
             self.act(
                 "generate host key",
                 [
-                    self.m.get_bin_path("ssh-keygen", required=True),
+                    self.module.get_bin_path("ssh-keygen", required=True),
                     "-q",
                     "-t",
                     "ed25519",
@@ -340,7 +338,7 @@ class Host:
         # Linger keeps the admin's user manager running between logins. Without it, a login that arrives while
         # user@UID is stopping (10 s after the previous session ended) waits for the stop and start, and
         # Ansible's become times out (seen on lab hosts after a controller-side pause between tasks).
-        self.write(os.path.join(self.upper, "var/lib/systemd/linger", self.p["admin_user"]), "")
+        self.write(os.path.join(self.upper, "var/lib/systemd/linger", self.params["admin_user"]), "")
         # systemd-nspawn with --network-namespace-path shows the controller's /sys/class/net in the host, so
         # Ansible's facts miss the host's own interfaces (a WireGuard interface, for one). A fresh sysfs mounted
         # inside the host's network namespace lists its own; it is bound over the two net directories at boot.
@@ -352,19 +350,19 @@ class Host:
         ssh_dir = os.path.join(self.upper, home.lstrip("/"), ".ssh")
         if (
             self.write(os.path.join(ssh_dir, "authorized_keys"), p["authorized_key"].strip() + "\n", mode=0o600)
-            and not self.m.check_mode
+            and not self.module.check_mode
         ):
             os.chmod(ssh_dir, 0o700)
             for path in (ssh_dir, os.path.join(ssh_dir, "authorized_keys")):
                 os.chown(path, uid, gid)
 
     def admin_account(self):
-        with open(os.path.join(self.p["image"], "etc", "passwd"), encoding="utf-8") as handle:
+        with open(os.path.join(self.params["image"], "etc", "passwd"), encoding="utf-8") as handle:
             for line in handle:
                 fields = line.rstrip("\n").split(":")
-                if fields[0] == self.p["admin_user"]:
+                if fields[0] == self.params["admin_user"]:
                     return int(fields[2]), int(fields[3]), fields[5]
-        self.m.fail_json(msg=f"user {self.p['admin_user']} does not exist in image {self.p['image']}")
+        self.module.fail_json(msg=f"user {self.params['admin_user']} does not exist in image {self.params['image']}")
 
     def write(self, path, content, mode=0o644, force=False):
         """Write a file of the overlay when its content differs; True when it was (or would be) written."""
@@ -375,7 +373,7 @@ class Host:
         except OSError:
             pass
         self.actions.append(f"write {os.path.relpath(path, self.upper)}")
-        if not self.m.check_mode:
+        if not self.module.check_mode:
             self.makedirs(os.path.dirname(path))
             tmp = path + ".tmp"
             with open(tmp, "w", encoding="utf-8") as handle:
@@ -391,43 +389,43 @@ class Host:
             return
         self.makedirs(os.path.dirname(path))
         os.mkdir(path)
-        lower = os.path.join(self.p["image"], os.path.relpath(path, self.upper))
+        lower = os.path.join(self.params["image"], os.path.relpath(path, self.upper))
         if os.path.isdir(lower):
             st = os.stat(lower)
             os.chown(path, st.st_uid, st.st_gid)
             os.chmod(path, st.st_mode & 0o7777)
 
     def ensure_mounts(self):
-        p = self.p
+        p = self.params
         if not self.mounted(self.rootfs):
             opts = f"lowerdir={p['image']},upperdir={self.upper},workdir={os.path.join(self.dir, 'work')}"
             self.act("mount overlay", ["mount", "-t", "overlay", "overlay", "-o", opts, self.rootfs])
         image = os.path.join(self.dir, "data.img")
         if p["data_size"]:
             if os.path.exists(image) and os.path.getsize(image) != p["data_size"]:
-                self.m.fail_json(
+                self.module.fail_json(
                     msg=f"{p['name']}: its data disk is {os.path.getsize(image)} bytes, not the requested "
                     f"{p['data_size']}; remove the lab (lab_down) to change it"
                 )
             if not os.path.exists(image):
                 self.actions.append("create data disk")
-                if not self.m.check_mode:
+                if not self.module.check_mode:
                     with open(image + ".tmp", "wb") as handle:
                         handle.truncate(p["data_size"])
-                    mkfs = self.m.get_bin_path("mkfs.ext4", required=True)
-                    self.m.run_command(
+                    mkfs = self.module.get_bin_path("mkfs.ext4", required=True)
+                    self.module.run_command(
                         [mkfs, "-q", "-F", "-m", "0", "-E", "root_owner=0:0", image + ".tmp"], check_rc=True
                     )
                     os.rename(image + ".tmp", image)
         if not os.path.isdir(self.data):
             self.actions.append("create data dir")
-            if not self.m.check_mode:
+            if not self.module.check_mode:
                 os.makedirs(self.data)
         if p["data_size"] and not self.mounted(self.data):
             self.act("mount data disk", ["mount", "-o", "loop", image, self.data])
 
     def ensure_cgroup(self):
-        if not self.p["memory_max"]:
+        if not self.params["memory_max"]:
             return None
         limit = os.path.join(self.cgroup, "memory.limit_in_bytes")
         try:
@@ -435,22 +433,22 @@ class Host:
                 current = int(handle.read().strip())
         except (OSError, ValueError):
             current = None
-        if current != self.p["memory_max"]:
-            self.actions.append(f"memory cap {self.p['memory_max']}")
-            if not self.m.check_mode:
+        if current != self.params["memory_max"]:
+            self.actions.append(f"memory cap {self.params['memory_max']}")
+            if not self.module.check_mode:
                 os.makedirs(self.cgroup, exist_ok=True)
                 with open(limit, "w", encoding="ascii") as handle:
-                    handle.write(str(self.p["memory_max"]))
+                    handle.write(str(self.params["memory_max"]))
         return self.cgroup
 
     def start(self, cgroup):
         """Start the host's systemd-nspawn detached (start-stop-daemon), inside its memory cgroup if any."""
-        p = self.p
+        p = self.params
         self.actions.append("start")
-        if self.m.check_mode:
+        if self.module.check_mode:
             return
-        nspawn = self.m.get_bin_path("systemd-nspawn", required=True)
-        daemon = self.m.get_bin_path("start-stop-daemon", required=True)
+        nspawn = self.module.get_bin_path("systemd-nspawn", required=True)
+        daemon = self.module.get_bin_path("start-stop-daemon", required=True)
         argv = nspawn_argv(
             nspawn, p["name"], self.rootfs, f"/run/netns/{p['netns']}", binds=[(self.data, p["data_path"])]
         )
@@ -471,27 +469,29 @@ class Host:
             nspawn,
             "--",
         ] + argv[1:]
-        rc, out, err = self.m.run_command(launcher)
+        rc, out, err = self.module.run_command(launcher)
         if rc != 0:
-            self.m.fail_json(msg=f"could not start lab host {p['name']}: {(err or out).strip()}", actions=self.actions)
+            self.module.fail_json(
+                msg=f"could not start lab host {p['name']}: {(err or out).strip()}", actions=self.actions
+            )
 
     def wait_ssh(self):
-        deadline = time.monotonic() + self.p["boot_timeout"]
+        deadline = time.monotonic() + self.params["boot_timeout"]
         time.sleep(0.2)
         while time.monotonic() < deadline:
             if self.pid() is None:
                 break
             try:
-                with socket.create_connection((self.p["address"], 22), timeout=2) as sock:
+                with socket.create_connection((self.params["address"], 22), timeout=2) as sock:
                     sock.settimeout(3)
                     if sock.recv(64).startswith(b"SSH-") and self.wait_booted(deadline):
                         return
             except OSError:
                 pass
             time.sleep(0.3)
-        self.m.fail_json(
-            msg=f"lab host {self.p['name']} did not finish booting (systemd running, logins open, SSH answering on "
-            f"{self.p['address']}) within {self.p['boot_timeout']} s",
+        self.module.fail_json(
+            msg=f"lab host {self.params['name']} did not finish booting (systemd running, logins open, SSH answering "
+            f"on {self.params['address']}) within {self.params['boot_timeout']} s",
             console_tail=self.console_tail(),
             actions=self.actions,
         )
@@ -513,8 +513,8 @@ class Host:
 
     def in_host(self, init, *argv):
         """(rc, stdout) of ``argv`` run inside the host (its namespaces, through its systemd's PID)."""
-        nsenter = self.m.get_bin_path("nsenter", required=True)
-        rc, out, _err = self.m.run_command([nsenter, "-t", str(init), "-m", "-u", "-i", "-n", "-p", *argv])
+        nsenter = self.module.get_bin_path("nsenter", required=True)
+        rc, out, _err = self.module.run_command([nsenter, "-t", str(init), "-m", "-u", "-i", "-n", "-p", *argv])
         return rc, out.strip()
 
     def wait_booted(self, deadline):
@@ -558,7 +558,7 @@ class Host:
     def leftovers(self):
         """PIDs of the host's processes found without its nspawn: by its network namespace, and by its memory cgroup
         (which still holds them when the namespace's name is gone), never this module's own."""
-        pids = set(netns_pids(f"/run/netns/{self.p['netns']}"))
+        pids = set(netns_pids(f"/run/netns/{self.params['netns']}"))
         with contextlib.suppress(OSError), open(os.path.join(self.cgroup, "cgroup.procs"), encoding="ascii") as handle:
             pids.update(int(line) for line in handle if line.strip())
         return sorted(pids - {os.getpid(), os.getppid()})
@@ -569,8 +569,8 @@ class Host:
         left = self.leftovers()
         if not left:
             return
-        self.actions.append(f"kill {len(left)} processes of {self.p['name']} left without their systemd-nspawn")
-        if self.m.check_mode:
+        self.actions.append(f"kill {len(left)} processes of {self.params['name']} left without their systemd-nspawn")
+        if self.module.check_mode:
             return
         deadline = time.monotonic() + timeout
         while left:
@@ -578,7 +578,9 @@ class Host:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             if time.monotonic() > deadline:
-                self.m.fail_json(msg=f"processes {left} of {self.p['name']} survive SIGKILL after {timeout} s")
+                self.module.fail_json(
+                    msg=f"processes {left} of {self.params['name']} survive SIGKILL after {timeout} s"
+                )
             time.sleep(0.2)
             left = self.leftovers()
 
@@ -588,7 +590,7 @@ class Host:
             self.kill_leftovers()
             return
         self.actions.append("stop")
-        if self.m.check_mode:
+        if self.module.check_mode:
             return
         os.kill(pid, signal.SIGTERM)  # nspawn asks the host's systemd to power off cleanly
         deadline = time.monotonic() + timeout
@@ -605,17 +607,17 @@ class Host:
         for path, what in ((self.rootfs, "overlay"), (self.data, "data disk")):
             if os.path.isdir(path) and self.mounted(path):
                 self.act(f"unmount {what}", ["umount", path])
-        if self.link_exists(self.p["veth"]):
-            self.act("delete veth", [self.ip, "link", "del", self.p["veth"]])
+        if self.link_exists(self.params["veth"]):
+            self.act("delete veth", [self.ip, "link", "del", self.params["veth"]])
         if self.netns_exists():
-            self.act("delete netns", [self.ip, "netns", "del", self.p["netns"]])
+            self.act("delete netns", [self.ip, "netns", "del", self.params["netns"]])
         if os.path.isdir(self.cgroup):
             self.actions.append("remove memory cgroup")
-            if not self.m.check_mode:
+            if not self.module.check_mode:
                 os.rmdir(self.cgroup)
         if os.path.exists(self.dir):
             self.actions.append("remove state dir")
-            if not self.m.check_mode:
+            if not self.module.check_mode:
                 shutil.rmtree(self.dir)
 
 

@@ -30,13 +30,7 @@ options:
     type: str
     choices: [present, absent]
     default: present
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 seealso:
   - module: llamarpc.cluster.lab_host
 """

@@ -49,13 +49,7 @@ options:
     description: Check root, kernel features and programs on the controller.
     type: bool
     default: true
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 notes:
   - Sizes accept bytes or IEC multiples (V(512M), V(2G)); rates accept tc rates (V(100mbit)).
 """

@@ -20,8 +20,7 @@ description:
   - Throughput is in MB/s (10^6 bytes). The module only measures; it changes nothing on the host.
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes]
 attributes:
   check_mode:
     support: partial

@@ -23,13 +23,10 @@ description:
 version_added: 0.1.0
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment: [llamarpc.cluster.attributes]
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: In check mode nothing is started or written; changed is predicted.
-  diff_mode:
-    support: none
 options:
   mode:
     description: C(run) one configuration, C(profile) the model, or write the C(report).
@@ -282,6 +279,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
 from ansible_collections.llamarpc.cluster.plugins.module_utils._gguf_header import SPLIT_NAME, GGUFError, read_model
 from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import profile, reference_profile
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import effective_bandwidth, predict
+from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 SERVER_UNIT = "llamarpc-bench-server"
 PROXY_UNIT = "llamarpc-bench-proxy"
@@ -305,27 +303,25 @@ def server_argv(p, rpc):
 
 class Bench:
     def __init__(self, module):
-        self.m = module
-        self.p = module.params
-
-    def systemctl(self, *args):
-        return self.m.run_command(["systemctl"] + list(args))
+        self.module = module
+        self.params = module.params
+        self.systemctl = None  # only mode=run needs systemd
 
     def stop_units(self):
         for unit in (SERVER_UNIT, PROXY_UNIT):
-            self.systemctl("stop", unit)
-            self.systemctl("reset-failed", unit)
+            self.systemctl.run("stop", unit)
+            self.systemctl.run("reset-failed", unit)
 
     def start_unit(self, unit, argv):
-        rc, out, err = self.m.run_command(["systemd-run", "--unit", unit, "--collect", "--quiet", "--"] + argv)
+        rc, out, err = self.module.run_command(["systemd-run", "--unit", unit, "--collect", "--quiet", "--"] + argv)
         if rc != 0:
-            self.m.fail_json(msg=f"systemd-run {unit} failed: {err or out}", argv=argv)
+            self.module.fail_json(msg=f"systemd-run {unit} failed: {err or out}", argv=argv)
 
     def alive(self):
-        return self.systemctl("is-active", "--quiet", SERVER_UNIT)[0] == 0
+        return self.systemctl.run("is-active", "--quiet", SERVER_UNIT)[0] == 0
 
     def peak_rss(self):
-        rc, out, _err = self.systemctl("show", "-p", "MainPID", "--value", SERVER_UNIT)
+        _rc, out, _err = self.systemctl.run("show", "-p", "MainPID", "--value", SERVER_UNIT)
         try:
             with open(f"/proc/{int(out.strip())}/status", encoding="ascii") as handle:
                 for line in handle:
@@ -336,29 +332,32 @@ class Bench:
         return None
 
     def proxied(self):
-        rpc = list(self.p["rpc"])
-        if self.p["proxy_delay_ms"] <= 0 or not rpc:
+        rpc = list(self.params["rpc"])
+        if self.params["proxy_delay_ms"] <= 0 or not rpc:
             return rpc
-        os.makedirs(self.p["state_dir"], exist_ok=True)
-        script = os.path.join(self.p["state_dir"], "delay_proxy.py")
+        os.makedirs(self.params["state_dir"], exist_ok=True)
+        script = os.path.join(self.params["state_dir"], "delay_proxy.py")
         with open(script, "w", encoding="utf-8") as handle:
             handle.write(inspect.getsource(_delay_proxy))
         routes, local = [], []
         for i, target in enumerate(rpc):
-            port = self.p["proxy_base_port"] + i
+            port = self.params["proxy_base_port"] + i
             routes.append(f"{port}={target}")
             local.append(f"127.0.0.1:{port}")
-        self.start_unit(PROXY_UNIT, ["/usr/bin/python3", script, "--delay-ms", str(self.p["proxy_delay_ms"])] + routes)
+        self.start_unit(
+            PROXY_UNIT, ["/usr/bin/python3", script, "--delay-ms", str(self.params["proxy_delay_ms"])] + routes
+        )
         time.sleep(1.0)
         return local
 
     def run(self):
-        p = self.p
+        p = self.params
         for key in ("server_bin", "model"):
             if not p[key]:
-                self.m.fail_json(msg=f"mode=run needs {key}")
-        if self.m.check_mode:
-            self.m.exit_json(changed=True, result={"name": p["name"]})
+                self.module.fail_json(msg=f"mode=run needs {key}")
+        if self.module.check_mode:
+            self.module.exit_json(changed=True, result={"name": p["name"]})
+        self.systemctl = Systemctl(self.module, required=True)
         self.stop_units()
         base = f"http://127.0.0.1:{p['port']}"
         result = {"name": p["name"], "rpc": list(p["rpc"]), "split_mode": p["split_mode"] if p["rpc"] else "none"}
@@ -371,8 +370,8 @@ class Bench:
             try:
                 result["load_seconds"] = wait_healthy(base, p["load_timeout"], self.alive)
             except (TimeoutError, RuntimeError) as exc:
-                rc, log, _err = self.m.run_command(["journalctl", "-u", SERVER_UNIT, "-n", "30", "--no-pager"])
-                self.m.fail_json(msg=f"{p['name']}: {exc}", log=log, argv=argv)
+                rc, log, _err = self.module.run_command(["journalctl", "-u", SERVER_UNIT, "-n", "30", "--no-pager"])
+                self.module.fail_json(msg=f"{p['name']}: {exc}", log=log, argv=argv)
             completion(base, 8, 4)  # warm-up (first-token allocations)
             runs = []
             for prompt in p["prompt_tokens"]:
@@ -390,7 +389,7 @@ class Bench:
                     )
             result["server_peak_rss_bytes"] = self.peak_rss()
         except RuntimeError as exc:
-            self.m.fail_json(msg=f"{p['name']}: {exc}", result=result)
+            self.module.fail_json(msg=f"{p['name']}: {exc}", result=result)
         finally:
             self.stop_units()
         gen = summarize(r["predicted_per_second"] for r in result["runs"])
@@ -404,22 +403,22 @@ class Bench:
         }
         if result["parallel_runs"]:
             result["summary"]["aggregate_tps"] = max(r["aggregate_per_second"] for r in result["parallel_runs"])
-        self.m.exit_json(changed=True, result=result)
+        self.module.exit_json(changed=True, result=result)
 
     def profile(self):
-        if not self.p["model"]:
-            self.m.fail_json(msg="mode=profile needs model")
-        name = os.path.basename(self.p["model"])
+        if not self.params["model"]:
+            self.module.fail_json(msg="mode=profile needs model")
+        name = os.path.basename(self.params["model"])
         match = SPLIT_NAME.match(name)
         try:
-            tensors = read_model(self.p["model"])["tensors"]
+            tensors = read_model(self.params["model"])["tensors"]
             result = profile(tensors, match.group("prefix") if match else name.removesuffix(".gguf"))
         except (GGUFError, OSError, ValueError) as exc:
-            self.m.fail_json(msg=f"cannot profile {self.p['model']}: {exc}")
-        self.m.exit_json(changed=False, profile=result)
+            self.module.fail_json(msg=f"cannot profile {self.params['model']}: {exc}")
+        self.module.exit_json(changed=False, profile=result)
 
     def add_predictions(self, results, links):
-        p = self.p
+        p = self.params
         prof = p["model_profile"]
         read_bytes = prof.get("read_per_token_bytes") or p["model_bytes"]
         by_name = {r["name"]: r for r in results}
@@ -462,9 +461,9 @@ class Bench:
             )
 
     def report(self):
-        p = self.p
+        p = self.params
         if not p["results_dir"]:
-            self.m.fail_json(msg="mode=report needs results_dir")
+            self.module.fail_json(msg="mode=report needs results_dir")
         results = [dict(r) for r in p["results"]]
         links = [dict(link) for link in p["links"]]
         self.add_predictions(results, links)
@@ -498,8 +497,8 @@ class Bench:
             "rerun": rerun,
             "models": models,
         }
-        if self.m.check_mode:
-            self.m.exit_json(changed=True, report=report)
+        if self.module.check_mode:
+            self.module.exit_json(changed=True, report=report)
         os.makedirs(p["results_dir"], exist_ok=True)
         with open(paths[0], "w", encoding="utf-8") as handle:
             json.dump(
@@ -516,8 +515,8 @@ class Bench:
             paths.pop()
             warnings.append("matplotlib is not installed on the controller: no chart.png")
         for w in warnings:
-            self.m.warn(w)
-        self.m.exit_json(changed=True, report=report, markdown=markdown)
+            self.module.warn(w)
+        self.module.exit_json(changed=True, report=report, markdown=markdown)
 
 
 def main():

@@ -12,27 +12,19 @@ module: llama_cluster_plan
 short_description: Plan which llama.cpp RPC workers hold a model's layers, and in what proportions
 version_added: 0.1.0
 description:
-  - Reads the model's GGUF headers (every shard of a split model, found from shard 1's name as llama.cpp does), the
+  - Reads the model's GGUF headers (every shard of a split model, found from shard 1's name as llama.cpp does) - the
     weight bytes per layer, the layer count, the KV heads and the head sizes.
-  - Computes the KV cache from the per-slot context size, the parallel slots and the cache types, and chooses
-    the fewest reachable workers whose memory holds the layers (O(strategy=fewest)), or every reachable worker
-    (O(strategy=all)), with C(--tensor-split) proportions to their memory.
-  - A worker's memory is what the host reports as available (C(MemAvailable), or its cgroup's remaining
-    memory if smaller) minus O(headroom) and O(worker_overhead); CPU workers report free == total over RPC,
-    so the RPC figure is never used. The worker on the coordinator's own host also leaves room for
-    llama-server (token embeddings and its compute buffer).
-  - Layers are assigned to the workers exactly as llama.cpp assigns them with C(-ngl all), so the predicted
-    bytes per worker are the ones it will hold.
+  - Computes the KV cache from the per-slot context size, the parallel slots and the cache types, and chooses the
+    fewest reachable workers whose memory holds the layers (O(strategy=fewest)) or every reachable worker
+    (O(strategy=all)), with C(--tensor-split) proportions to their memory; layers are assigned exactly as llama.cpp
+    assigns them with C(-ngl all).
+  - A worker's memory is the host's C(MemAvailable) (or its cgroup's remaining memory if smaller) minus O(headroom)
+    and O(worker_overhead), never the RPC figure (CPU workers report free == total); the worker on the coordinator's
+    host also leaves room for llama-server.
   - Fails with what is missing when the model cannot fit. Changes nothing.
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 options:
   model_path:
     description:

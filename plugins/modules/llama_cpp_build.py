@@ -12,21 +12,16 @@ module: llama_cpp_build
 short_description: Build llama.cpp once from a source archive and cache the binaries
 version_added: 0.1.0
 description:
-  - Builds llama.cpp (by default the RPC server, C(llama-server) and C(llama-gguf-split)) from a local
-    source archive with CMake and keeps the executables and every C(lib*.so) they load in a cache
-    directory, one entry per cache key. A later run with the same key changes nothing.
-  - The cache key is the sha256 over the archive's sha256, O(subdir), O(cmake_flags) (in order),
-    O(targets) (in order), the machine architecture and the C and C++ compilers' version lines.
-  - "An entry is C(<cache_dir>/<key>/bin/) (executables and libraries side by side; the default flags
-    give every file the RUNPATH C($ORIGIN), so the directory can be copied anywhere) plus
-    C(<cache_dir>/<key>/manifest.json) describing the build."
-  - The archive may be an upstream llama.cpp source release or the C(llama-cpp-python) sdist, which
-    vendors the whole tree at C(vendor/llama.cpp) and builds offline.
-  - Runs on the build host, usually the controller via C(delegate_to) and C(run_once). The build is
-    done in a temporary directory under O(cache_dir) and renamed into place, so an interrupted build
-    never leaves an entry that looks complete; concurrent runs for one key wait on a lock.
-  - The RPC server is called C(ggml-rpc-server) in current trees and C(rpc-server) in older ones;
-    either name in O(targets) builds whichever the tree defines.
+  - Builds llama.cpp (by default the RPC server, C(llama-server) and C(llama-gguf-split)) from a local source archive
+    with CMake and caches the executables and the C(lib*.so) they load under O(cache_dir), one entry per cache key. A
+    later run with the same key changes nothing.
+  - The key covers the archive's sha256, O(subdir), O(cmake_flags), O(targets), the machine architecture and the
+    compilers' versions. An entry is C(<cache_dir>/<key>/bin/) (RUNPATH C($ORIGIN), so it can be copied anywhere) and
+    C(manifest.json).
+  - Runs on the build host, usually the controller (C(delegate_to), C(run_once)); an interrupted build never leaves an
+    entry that looks complete, and concurrent runs for one key wait on a lock.
+  - O(src) may be an upstream source release or the C(llama-cpp-python) sdist (it vendors the tree and builds
+    offline); C(ggml-rpc-server) or C(rpc-server) in O(targets) builds whichever the tree defines.
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -100,21 +95,18 @@ options:
     description: Build even when a valid cache entry exists, then replace it.
     type: bool
     default: false
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
     details: Reports whether a build would happen (C(changed=true) when the cache entry is missing or invalid).
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
 notes:
-  - The checksum of O(src) is computed on every run (about a second for the 75 MB sdist), the archive is
-    opened only when a build happens.
-  - A build of the three default targets takes about 10 to 30 minutes on two cores; run the task with
-    C(async) and poll, and watch O(log_file).
+  - The checksum of O(src) is computed on every run (about a second for the 75 MB sdist), the archive is opened only
+    when a build happens.
+  - A build of the three default targets takes about 10 to 30 minutes on two cores; run the task with C(async) and
+    poll, and watch O(log_file).
   - The cached binaries need C(libgomp1), C(libstdc++6) and C(libgcc-s1) on the host that runs them;
     RV(manifest.external_libraries) lists what they load from the system.
+  - The cache key and the entry's layout in detail - C(docs/modules.md).
 seealso:
   - name: llama.cpp build documentation
     description: CMake options of llama.cpp.

@@ -71,14 +71,10 @@ options:
   archive:
     description: With O(state=store), the build's archive on the controller (fetched from the build host).
     type: path
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: O(state=store) only looks up in check mode.
-  diff_mode:
-    support: none
 seealso:
   - module: llamarpc.cluster.llama_cpp_build
   - module: llamarpc.cluster.llama_cpp_platform_facts

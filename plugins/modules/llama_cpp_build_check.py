@@ -29,14 +29,10 @@ options:
     type: list
     elements: str
     required: true
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: It changes nothing, in check mode or not.
-  diff_mode:
-    support: none
 seealso:
   - module: llamarpc.cluster.llama_cpp_platform_facts
   - module: llamarpc.cluster.llama_cpp_build

@@ -20,16 +20,7 @@ description:
 author:
   - llamarpc.cluster contributors (@llamarpc)
 options: {}
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-  - llamarpc.cluster.attributes.FACTS
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 seealso:
   - module: llamarpc.cluster.llama_cpp_build_check
 """

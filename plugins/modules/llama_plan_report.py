@@ -13,27 +13,20 @@ short_description: Predict load time and tokens/s of a cluster plan, print it an
 version_added: 0.2.0
 description:
   - An action that runs on the controller only and never connects to a host. C(playbooks/plan.yml) gives it the
-    results of the planners C(site.yml) deploys with - the shard placement of M(llamarpc.cluster.gguf_shard_place)
-    run with C(fetch=false) and the memory plan of M(llamarpc.cluster.llama_cluster_plan) - and it adds the
-    predictions and writes everything to O(dest).
-  - B(Load time) of a first deploy - every host downloads its shards from the source, one host after the other, at
-    the slower of O(source_mbit) and its link; llama-server reads the shards on other hosts over SSHFS and sends every
-    RPC worker its weights, each at the slower link of the two hosts.
-  - B(Tokens/s) from the collection's performance model (layer split) - each worker's weight bytes at O(memory_gbps),
-    plus two round trips and one activation vector per worker and token.
-  - A link's bandwidth is what O(links) says of the host, else O(link_mbit); its round trip is measured when a worker
-    answers there already (O(workers)), else O(rtt_ms). The report says which figures are assumed.
+    results of the planners C(site.yml) deploys with (M(llamarpc.cluster.gguf_shard_place) with C(fetch=false),
+    M(llamarpc.cluster.llama_cluster_plan)); it adds predictions of the load time and tokens/s and writes everything
+    to O(dest).
+  - A link's bandwidth is what O(links) says of the host, else O(link_mbit); its round trip is measured where a worker
+    answers already (O(workers)), else O(rtt_ms). The report says which figures are assumed.
   - Fails after writing O(dest) when O(refusals) is not empty (unless O(fail_on_refusal=false)).
+notes:
+  - How the load time and tokens/s are predicted - C(docs/plan.md).
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: Computes and returns the plan; O(dest) is not written.
-  diff_mode:
-    support: none
 options:
   model:
     description: The model summary (C(model) of M(llamarpc.cluster.gguf_shard_place) with C(fetch=false)).

@@ -12,25 +12,12 @@ module: preflight
 short_description: Check one host's variables for the collection's roles before anything changes
 version_added: 0.1.0
 description:
-  - An action that runs on the controller only; it never connects to the host. Run it on every host of a first play
+  - An action that runs on the controller only and never connects to the host. Run it on every host of a first play
     with C(any_errors_fatal), as C(playbooks/site.yml) does, so that nothing changes anywhere when one host's
-    variables are wrong. A host fails with every problem found at once.
-  - B(Arguments.) Each role of O(roles) that runs on one of the host's groups is validated against its
-    C(meta/argument_specs.yml) entry point C(main) with the variables the host sets (inventory, play and extra
-    vars), as Ansible does when the role starts; the roles' own defaults are not validated (some are templates of
-    facts set later).
-    With O(roles) naming C(mesh), the role of the host's C(llamarpc_mesh_provider) (C(wireguard) or
-    C(tailscale)) is validated too.
-  - B(Mesh.) With C(mesh) in O(roles) - the provider, the mesh subnet, the host's mesh address (an IPv4 address;
-    inside the subnet for WireGuard) and no other play host with the same address; WireGuard's interface name,
-    port, MTU, keepalive and configuration directory; Tailscale's auth key format, tags and host name.
-  - B(Model.) With C(llama_model) in O(roles) - exactly one model source (C(llama_model_hf_repo),
-    C(llama_model_urls) or C(llama_model_files)), and C(llama_model_hf_pattern) with a Hugging Face repository.
-  - B(Ports.) No two services of O(ports) on the host listen on the same TCP port (the value of the variable, else
-    its role's default).
-  - B(Names.) Every variable of the host whose name starts with one of O(prefixes) is an option of a role of the
-    collection (any role, any entry point) or in O(known); any other is reported as a probable typo with the
-    closest known name, as in C(did you mean `llamarpc_mesh_provider`?).
+    variables are wrong; a host fails with every problem found at once.
+  - Checks the variables of each role of O(roles) that runs on the host against the role's argument specs, the mesh
+    settings and the model source, that no two services of O(ports) share a TCP port, and that every variable named
+    with one of O(prefixes) is known (else a did-you-mean).
   - A value that refers to something not known yet (a fact set later in the run) is not checked; it is returned in
     RV(deferred). Values of C(no_log) options never appear in messages.
 author:
@@ -73,18 +60,15 @@ options:
     type: list
     elements: str
     default: [llama_, llamarpc_, tailscale_, wireguard_, open_webui_, lsyncd_, sshfs_, mesh_]
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: It changes nothing, in check mode or not.
-  diff_mode:
-    support: none
 notes:
   - It reads the collection's C(roles/*/meta/argument_specs.yml) on the controller.
   - Checks that need the hosts themselves (a bind address among a host's addresses, free disk space, an installed
     package) stay in the roles' own preflight tasks.
+  - Every check in detail - C(docs/preflight.md).
 seealso:
   - module: ansible.builtin.validate_argument_spec
 """

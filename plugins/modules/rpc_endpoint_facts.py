@@ -12,15 +12,13 @@ module: rpc_endpoint_facts
 short_description: Probe llama.cpp RPC workers and report their protocol version, devices and memory
 version_added: 0.1.0
 description:
-  - Speaks the ggml RPC wire protocol of llama.cpp's RPC worker (C(ggml-rpc-server), C(rpc-server) in
-    older releases) to each endpoint and reports whether it is ready, its protocol version, and the
-    free and total memory, alignment and largest buffer of every device it serves.
-  - "Per endpoint: a TCP connect (its round-trip time is reported), C(HELLO) (the 24-byte form of protocol
-    4 and later; if the worker closes the connection, a new connection and the empty form of protocol 1
-    to 3), then C(DEVICE_COUNT) and, for each device, C(GET_DEVICE_MEMORY), C(GET_ALIGNMENT) and
-    C(GET_MAX_SIZE)."
-  - Sends only read-only commands and changes nothing, on the workers or anywhere else.
-  - The client is pure Python (standard library only); it does not need llama.cpp on the host it runs on.
+  - Speaks the ggml RPC wire protocol of llama.cpp's RPC worker (C(ggml-rpc-server), C(rpc-server) in older releases)
+    to each endpoint and reports whether it is ready, its protocol version, and the free and total memory, alignment
+    and largest buffer of every device it serves.
+  - Per endpoint - a TCP connect (its round-trip time is reported), C(HELLO) (the form of protocol 4 and later, else
+    that of protocol 1 to 3), C(DEVICE_COUNT), then the memory, alignment and maximum size of each device.
+  - Sends only read-only commands and changes nothing. The client is pure Python (standard library only), so llama.cpp
+    is not needed where it runs.
   - Endpoints are probed concurrently; an endpoint listed twice is probed once.
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -65,50 +63,29 @@ options:
     elements: str
     choices: [busy, refused, timeout, unreachable, incompatible, malformed]
     default: []
-extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 attributes:
   check_mode:
-    support: full
     details: The module only reads; check mode probes exactly as a normal run does.
-  diff_mode:
-    support: none
-  facts:
-    support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 requirements:
   - Python 3.8 or later on the host the module runs on (standard library only).
   - TCP reach from that host to the endpoints. To probe from the controller, use C(delegate_to) with
     C(localhost) and C(run_once).
 notes:
-  - "States: C(ready) (answered every query), C(busy) (the TCP connect succeeded but C(HELLO) got no
-    answer within O(timeout)), C(refused) (nothing listens), C(timeout) (the TCP connect did not finish
-    within O(connect_timeout)), C(unreachable) (the name does not resolve, or no route), C(incompatible)
-    (a protocol major whose command layouts this client does not know, or a peer that closes the
-    connection on both C(HELLO) forms: a server older than protocol 1.0.0 or not a ggml RPC server),
-    C(malformed) (a reply of the wrong size, short, stalled, or with impossible values)."
-  - "B(busy): a worker serves one client at a time and keeps further connections waiting in its listen
-    backlog. While a coordinator (llama-server) holds it, a probe's TCP connect succeeds and C(HELLO) is
-    never answered. So C(busy) usually means a coordinator is running. A worker that is busy cannot be
-    used by a second coordinator."
-  - "Each probe of a busy worker leaves one dead connection in the worker's listen backlog until the
-    worker is free again, and that backlog holds two connections: while the same coordinator holds the
-    worker, a third probe finds the backlog full and its TCP connect times out (state C(timeout))."
-  - "B(SIGPIPE safety): the worker writes to its socket without C(MSG_NOSIGNAL). A client that sent a
-    request and then closed normally can make the worker's next write hit a reset connection, and the
-    worker dies of SIGPIPE (exit status 141) when it gets to that connection. This module closes every
-    connection abortively (C(SO_LINGER) on, 0 s, so the kernel sends RST): a worker that later accepts
-    the dead connection fails its first read or write and serves the next client. A probe therefore
-    never kills a worker nor keeps a worker that llama-server needs; it holds an idle worker only for
-    the few round trips of the probe."
-  - "The probe itself takes the worker for its duration: a coordinator that connects at that very moment
-    waits for those round trips."
-  - "CPU workers report free memory equal to their total RAM: plan memory from the host's
-    C(MemAvailable), not from these numbers."
-  - Protocol layouts were verified against llama.cpp's C(ggml/src/ggml-rpc/ggml-rpc.cpp) and
-    C(ggml/include/ggml-rpc.h) at protocol 7.0.0; majors 1 to 7 are understood.
+  - States - C(ready), C(busy) (connected, but C(HELLO) got no answer within O(timeout) - usually a coordinator holds
+    the worker, which serves one client at a time), C(refused), C(timeout) (the connect did not finish within
+    O(connect_timeout)), C(unreachable), C(incompatible) (an unknown protocol major, or not a ggml RPC server),
+    C(malformed) (a reply of the wrong size, short, stalled, or with impossible values).
+  - Every connection is closed abortively (RST), so a probe never kills a worker with SIGPIPE nor keeps a worker that
+    llama-server needs.
+  - CPU workers report free memory equal to their total RAM - plan memory from the host's C(MemAvailable), not from
+    these numbers.
+  - Protocol majors 1 to 7 are understood (verified against llama.cpp at protocol 7.0.0). Busy workers, their listen
+    backlog and SIGPIPE safety in detail - C(docs/modules.md).
 seealso:
   - module: ansible.builtin.wait_for
     description: Waits for a TCP port without speaking the protocol; it cannot tell ready from busy.

@@ -12,26 +12,21 @@ module: sshfs_masked_mount
 short_description: Keep an SSHFS mount up under a systemd unit, with sshfs's signals ignored, and report its health
 version_added: 0.1.0
 description:
-  - Mounts O(src) (C(host:path)) at O(path) with C(sshfs -f) run by a systemd service generated for the mount
-    (C(llamarpc-sshfs-<systemd-escape --path PATH>.service), C(Restart=always), enabled so it comes back after a
-    reboot). Modelled on C(ansible.posix.mount).
-  - "B(Signals.) By default sshfs is started with C(SIGHUP), C(SIGTERM), C(SIGINT) and C(SIGQUIT) ignored
-    (C(/bin/sh -c 'trap \"\" HUP TERM INT QUIT; exec \"$@\"') in C(ExecStart)) - libfuse installs its own handler only
-    for a signal still at its default disposition, and its handler deadlocked under libfuse3 3.17.2. Since
-    C(SIGTERM) is ignored, the unit stops sshfs by unmounting (C(fusermount3 -u)), which ends the FUSE session
-    cleanly; what is left gets C(SIGKILL) and a lazy unmount."
-  - B(Health.) An existing mount is recognised from C(/proc/self/mountinfo) (C(fuse.sshfs), same source). It is
-    healthy when the unit's sshfs process is neither stopped nor stuck in C(D) state (C(/proc/PID/stat), wchan)
-    and a C(statvfs) of the mount point in a child process returns within O(health_timeout). Unlike a C(stat),
-    which the kernel and sshfs answer from their attribute caches, a C(statvfs) always travels to the serving
-    host (C(statvfs@openssh.com)), so a stopped sshfs and one blocked on a dead or frozen server are both seen.
-    The module never touches the mount point in its own process (a hung FUSE mount blocks every call forever).
-  - O(state=mounted) lazily unmounts a hung, stale, unsupervised or foreign mount and mounts again, and reports
-    that as changed.
-  - It reports whether C(mmap) works on the mount (it does not with O(direct_io)), so a llama.cpp coordinator
-    can choose C(--load-mode none), and optionally measures read throughput (O(read_probe)).
+  - Mounts O(src) (C(host:path)) at O(path) with C(sshfs -f) in a systemd service generated for the mount
+    (C(llamarpc-sshfs-<systemd-escape --path PATH>.service), C(Restart=always), enabled). Modelled on
+    C(ansible.posix.mount).
+  - By default sshfs starts with C(SIGHUP), C(SIGTERM), C(SIGINT) and C(SIGQUIT) ignored, which avoids the libfuse3
+    3.17.2 signal-handler deadlock (O(mask_signals)).
+  - A mount is healthy when its sshfs is neither stopped nor stuck in C(D) state and a C(statvfs) in a child process
+    returns within O(health_timeout); O(state=mounted) lazily unmounts a hung, stale, unsupervised or foreign mount
+    and mounts again (changed).
+  - Reports whether C(mmap) works on the mount (it does not with O(direct_io)) and, optionally, the read throughput
+    (O(read_probe)).
+notes:
   - The SSH key should be one that the serving host accepts for read-only SFTP only, confined to the exported
     directory; the role C(llamarpc.cluster.sshfs_shard_export) sets that up on both sides.
+  - Why the signals are masked, how the unit stops sshfs, and why health uses C(statvfs) and never touches the mount
+    point in the module's own process - C(docs/modules.md).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -140,13 +135,9 @@ options:
     description: Megabytes (10^6 bytes) the read probe reads at most.
     type: int
     default: 16
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details: The diff is the unit file.
 seealso:
   - name: ansible.posix.mount
@@ -264,6 +255,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bounded import run_bounded
+from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 # Run in child processes: anything that touches the mount point may block forever on a hung FUSE mount.
 _PROBE_CODE = r"""
@@ -339,11 +331,11 @@ class Mount:
             module.fail_json(msg=str(err))
         self.unit = _sshfs.unit_name(self.path)
         self.unit_path = os.path.join(_sshfs.UNIT_DIR, self.unit)
-        self.systemctl = module.get_bin_path("systemctl", required=True)
         self.source = None
         self.options = None
         self.wanted_unit = None
         self.actions = []
+        self.systemctl = Systemctl(module, required=True, failure={"actions": self.actions})
 
     # -- desired state ----------------------------------------------------------------------------------------
     def render(self):
@@ -385,12 +377,7 @@ class Mount:
             return None
 
     def unit_show(self):
-        rc, out, err = self.module.run_command(
-            [self.systemctl, "show", "--property=ActiveState,SubState,MainPID,UnitFileState,LoadState", self.unit]
-        )
-        if rc != 0:
-            self.module.fail_json(msg=f"systemctl show {self.unit} failed: {err.strip()}", rc=rc)
-        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        return self.systemctl.show(self.unit, ["ActiveState", "SubState", "MainPID", "UnitFileState", "LoadState"])
 
     def mount_entry(self):
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
@@ -447,13 +434,6 @@ class Mount:
         return health, detail, facts
 
     # -- actions ----------------------------------------------------------------------------------------------
-    def systemctl_run(self, *args):
-        rc, out, err = self.module.run_command([self.systemctl, *args])
-        if rc != 0:
-            self.module.fail_json(
-                msg=f"systemctl {' '.join(args)} failed: {(err or out).strip()}", rc=rc, actions=self.actions
-            )
-
     def write_unit(self):
         fd, tmp = tempfile.mkstemp(prefix=f".{self.unit}.", dir=_sshfs.UNIT_DIR)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -567,17 +547,17 @@ def main():
             result["diff"] = {"before": current, "after": "", "before_header": mount.unit_path}
         if result["changed"] and not module.check_mode:
             if show.get("LoadState") == "loaded":
-                mount.systemctl_run("stop", mount.unit)
+                mount.systemctl.check("stop", mount.unit)
             entry = mount.mount_entry()
             if entry is not None and entry["fstype"] == "fuse.sshfs":
                 mount.lazy_unmount()
             if state == "absent" and show.get("LoadState") == "loaded":
                 if show.get("UnitFileState") in {"enabled", "enabled-runtime"}:
-                    mount.systemctl_run("disable", mount.unit)
+                    mount.systemctl.check("disable", mount.unit)
                 if current is not None:
                     os.unlink(mount.unit_path)
-                    mount.systemctl_run("daemon-reload")
-                mount.module.run_command([mount.systemctl, "reset-failed", mount.unit])
+                    mount.systemctl.check("daemon-reload")
+                mount.systemctl.run("reset-failed", mount.unit)
             elif state == "absent" and current is not None:
                 os.unlink(mount.unit_path)
             health, detail, facts = mount.assess()
@@ -612,16 +592,16 @@ def main():
     if result["changed"] and not module.check_mode:
         if unit_changed:
             mount.write_unit()
-            mount.systemctl_run("daemon-reload")
+            mount.systemctl.check("daemon-reload")
         if "enable unit" in mount.actions:
-            mount.systemctl_run("enable", mount.unit)
+            mount.systemctl.check("enable", mount.unit)
         if health not in {"ok", "not_mounted"}:
             mount.lazy_unmount()
         if restart:
-            mount.systemctl_run("restart", mount.unit)
+            mount.systemctl.check("restart", mount.unit)
         elif health == "not_mounted":
             # An active unit whose sshfs has not mounted yet (still connecting, or restarting) is restarted too.
-            mount.systemctl_run("restart" if show.get("ActiveState") == "active" else "start", mount.unit)
+            mount.systemctl.check("restart" if show.get("ActiveState") == "active" else "start", mount.unit)
         health, detail, facts = mount.wait_healthy()
     result.update(health=health, health_detail=detail, pid=facts["pid"])
     if "signals_ignored" in facts:

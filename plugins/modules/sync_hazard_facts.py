@@ -12,23 +12,15 @@ module: sync_hazard_facts
 short_description: Find lsyncd and other syncers that could delete files in a model directory
 version_added: 0.1.0
 description:
-  - Finds lsyncd wherever it runs on the host - system units, the user units of every user manager (lingering
-    users included), bare processes and crontabs - and reads its configuration (C(/etc/lsyncd/*),
-    C(~/.lsyncd.conf.lua), the config named on each command line) with a small Lua reader that never executes
-    the file. For every C(sync{}) it reports the source, the target and whether lsyncd deletes on the target.
-  - In lsyncd 2.x C(delete) defaults to true for C(default.rsync), C(default.rsyncssh) and C(default.direct), so
-    a config that never mentions C(delete) deletes. Deletion happens when lsyncd starts (its full
-    C(rsync --delete) of every target), so every restart - by systemd's C(Restart=always), a reboot or a user
-    manager start of a lingering user - removes files that exist only on a target.
-  - With O(hygiene), also reports other syncers that delete - C(rsync --delete) (and its variants) in
-    crontabs, systemd services and their timers and running processes, syncthing folders, unison profiles -
-    and tmpfiles.d lines that age out, empty or remove files, when their paths reach a model directory.
-  - Every finding says whether it reaches one of O(model_dirs) (the path is the directory, an ancestor or a
-    descendant; an unknown path counts as reaching all of them) and whether it is neutralised (unit masked and
-    stopped, crontab line disabled, or every deleting sync protected by C(delete = false) or an exclude).
-  - Returns, for the P(llamarpc.cluster.lsyncd_neutralize#role) role, the units, processes, crontab lines and
-    configs to act on, and for each lsyncd config the rewrite that excludes the model directories and turns
-    deletion off (what the role's exclude mode writes).
+  - Finds lsyncd wherever it runs (system units, the units of every user manager including lingering users, bare
+    processes, crontabs) and reads its configuration with a Lua reader that never executes it; for every C(sync{}) it
+    reports the source, the target and whether lsyncd deletes there (in lsyncd 2.x it does by default).
+  - With O(hygiene), also reports other syncers that delete (C(rsync --delete) in crontabs, units, timers and
+    processes; syncthing folders; unison profiles) and tmpfiles.d lines that remove files, when their paths reach a
+    model directory.
+  - Every finding says whether it reaches one of O(model_dirs) and whether it is neutralised; the result is what the
+    P(llamarpc.cluster.lsyncd_neutralize#role) role acts on, including the rewrite of each lsyncd config that excludes
+    the model directories.
   - Changes nothing.
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -65,39 +57,20 @@ options:
     description: Also look for other deleting syncers (rsync, syncthing, unison) and tmpfiles.d cleanups.
     type: bool
     default: true
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-  - llamarpc.cluster.attributes.facts
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 attributes:
   check_mode:
-    support: full
     details: The module only reads; check mode scans exactly as a normal run does.
-  diff_mode:
-    support: none
-  facts:
-    support: full
 requirements:
   - Linux with C(/proc); systemd for unit discovery (without it, processes, crontabs and files are still read).
   - Root, to read every user's files and ask every user manager (C(runuser) is used to run
     C(systemctl --user) as each user). Without root only what the current user can read is scanned, and a
     warning says so.
 notes:
-  - "The Lua reader understands what lsyncd configs are made of: C(sync{...}), C(sync({...})), C(settings{...}),
-    C(settings = {...}), tables, strings (all Lua forms), C(..) concatenation and C(local) variables. A value it
-    cannot compute (a loop variable, a function call) is kept as C({expression}) text, for example a target
-    C({host}:/data/work/) in a C(for) loop over hosts. It reads any text without failing; what it could not
-    read is listed in the config's C(problems)."
-  - The exclude rewrite touches only the syncs that could reach a model directory. In each it sets
-    C(delete = false) and adds one anchored pattern per model directory below the sync root (for example
-    C(/models/) for C(/data/work/models) in a sync of C(/data/work/)); rsync neither copies nor deletes
-    excluded paths. It refuses (see C(rewrite_problems)) a sync whose table is not written out in the file,
-    whose C(exclude) is an expression, or whose C(rsync._extra) passes a C(--delete) option.
-  - A running lsyncd whose config file changed after it started is reported as running the old config
-    (stale), and it is not neutralised until it is restarted.
-  - Paths of user units in a user manager's top configuration directory (C(~/.config/systemd/user)) and of
-    system units in C(/etc/systemd/system) cannot be masked in place (C(systemctl mask) refuses, the file
-    exists); such units come with C(relocate_from)/C(relocate_to), a directory lower in the unit search
-    path where the file keeps working.
+  - A running lsyncd whose config file changed after it started is reported as running the old config (stale), and it
+    is not neutralised until it is restarted.
+  - Why every lsyncd restart deletes, what the Lua reader understands, what the exclude rewrite writes and refuses,
+    and units that cannot be masked in place - C(docs/modules.md).
 seealso:
   - name: lsyncd manual, default configurations
     description: The C(delete) and C(exclude) settings of C(default.rsync).
@@ -287,7 +260,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_hazards as sh
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_hazards
+from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 _SYSTEM_UNIT_DIRS = (
     "/etc/systemd/system",
@@ -320,7 +294,7 @@ _MAX_SCRIPT_BYTES = 64 * 1024
 _CHUNK = 150
 
 
-def read_text(path, limit=sh.MAX_CONFIG_BYTES):
+def read_text(path, limit=_sync_hazards.MAX_CONFIG_BYTES):
     """File content as text (None if unreadable, not a regular file or larger than ``limit``)."""
     try:
         info = os.stat(path)
@@ -345,14 +319,12 @@ class Scanner:
     def __init__(self, module):
         self.module = module
         params = module.params
-        self.model_dirs = [sh.normalize(p) for p in params["model_dirs"]]
+        self.model_dirs = [_sync_hazards.normalize(p) for p in params["model_dirs"]]
         self.extra_patterns = params["exclude_patterns"]
         self.hygiene = params["hygiene"]
         self.extra_configs = params["config_paths"]
         self.warnings = []
         self.root = os.geteuid() == 0
-        self.systemctl = module.get_bin_path("systemctl")
-        self.runuser = module.get_bin_path("runuser")
         luac = module.get_bin_path("luac") or module.get_bin_path("luac5.4") or module.get_bin_path("luac5.3")
         self.validate = f"{luac} -p %s" if luac else None
         self.users = self.select_users(params["users"])
@@ -410,34 +382,15 @@ class Scanner:
 
     # -- systemd ----------------------------------------------------------------------------------------
 
-    def systemctl_cmd(self, user, *args):
-        if user is None:
-            return [self.systemctl, *args]
-        if self.root and user["uid"] != 0:
-            return [
-                self.runuser,
-                "-u",
-                user["name"],
-                "--",
-                "env",
-                f"XDG_RUNTIME_DIR={user['runtime_dir']}",
-                self.systemctl,
-                "--user",
-                *args,
-            ]
-        return ["env", f"XDG_RUNTIME_DIR={user['runtime_dir']}", self.systemctl, "--user", *args]
+    def systemctl(self, user):
+        """systemctl for the system manager (``user`` None) or for ``user``'s manager."""
+        return Systemctl(self.module, user, root=self.root)
 
-    def run(self, argv):
-        rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
-        return rc, out, err
-
-    def manager_units(self, user):
+    def manager_units(self, user, systemctl):
         """Units of one manager (None = system) as dicts from ``systemctl show``."""
         where = "the system manager" if user is None else f"the user manager of {user['name']}"
         names = set()
-        rc, out, err = self.run(
-            self.systemctl_cmd(user, "list-unit-files", "--type=service", "--no-legend", "--no-pager")
-        )
+        rc, out, err = systemctl.run("list-unit-files", "--type=service", "--no-legend", "--no-pager")
         if rc != 0:
             self.warnings.append(f"could not list the units of {where}: {err.strip() or out.strip()}")
             return []
@@ -448,9 +401,7 @@ class Scanner:
                 names.add(fields[0])
                 if len(fields) > 1 and fields[1].startswith("masked"):
                     masked.add(fields[0])
-        rc, out, _err = self.run(
-            self.systemctl_cmd(user, "list-units", "--all", "--type=service", "--no-legend", "--no-pager", "--plain")
-        )
+        rc, out, _err = systemctl.run("list-units", "--all", "--type=service", "--no-legend", "--no-pager", "--plain")
         for line in out.splitlines() if rc == 0 else []:
             fields = line.replace("\u25cf", " ").split()
             if fields and fields[0].endswith(".service"):
@@ -460,11 +411,11 @@ class Scanner:
         for start in range(0, len(ordered), _CHUNK):
             chunk = ordered[start : start + _CHUNK]
             args = ["show", "--no-pager", "-p", ",".join(_SHOW_PROPERTIES), "--", *chunk]
-            rc, out, err = self.run(self.systemctl_cmd(user, *args))
+            rc, out, err = systemctl.run(*args)
             if rc != 0:
                 self.warnings.append(f"systemctl show failed for {where}: {err.strip()}")
                 continue
-            units.extend(sh.parse_systemctl_show(out))
+            units.extend(_sync_hazards.parse_systemctl_show(out))
         for unit in units:
             if unit.get("Id") in masked or unit.get("LoadState") == "masked":
                 unit["masked"] = True
@@ -498,8 +449,10 @@ class Scanner:
             text = read_text(path)
             if text is None:
                 continue
-            service = sh.parse_unit_file(text).get("Service", {})
-            unit["ExecStart"] = [sh.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])]
+            service = _sync_hazards.parse_unit_file(text).get("Service", {})
+            unit["ExecStart"] = [
+                _sync_hazards.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
+            ]
             unit["FragmentPath"] = path
             unit["Restart"] = (service.get("Restart") or [""])[-1]
             return
@@ -521,7 +474,7 @@ class Scanner:
                 text = read_text(path)
                 if text is None or any(u["Id"] == name for u in units):
                     continue
-                service = sh.parse_unit_file(text).get("Service", {})
+                service = _sync_hazards.parse_unit_file(text).get("Service", {})
                 mask = f"{config_dir}/{name}"
                 masked = os.path.islink(mask) and os.path.realpath(mask) == "/dev/null"
                 wants = sorted(
@@ -533,7 +486,7 @@ class Scanner:
                     {
                         "Id": name,
                         "ExecStart": [
-                            sh.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
+                            _sync_hazards.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
                         ],
                         "FragmentPath": path,
                         "UnitFileState": "masked" if masked else ("enabled" if wants else "disabled"),
@@ -570,7 +523,7 @@ class Scanner:
             status = read_text(f"{base}/status", limit=1 << 16) or ""
             uid_match = re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE)
             uid = int(uid_match.group(1)) if uid_match else None
-            cgroup = sh.cgroup_unit(read_text(f"{base}/cgroup", limit=1 << 16) or "")
+            cgroup = _sync_hazards.cgroup_unit(read_text(f"{base}/cgroup", limit=1 << 16) or "")
             try:
                 cwd = os.readlink(f"{base}/cwd")
             except OSError:
@@ -614,12 +567,12 @@ class Scanner:
             record["syncs"] = []
             return record
         info = os.stat(path)
-        parsed = sh.read_lsyncd_config(text)
-        rewrite = sh.exclude_rewrite(text, self.model_dirs, self.extra_patterns)
+        parsed = _sync_hazards.read_lsyncd_config(text)
+        rewrite = _sync_hazards.exclude_rewrite(text, self.model_dirs, self.extra_patterns)
         syncs = []
         for read in parsed["syncs"]:
             sync = {k: v for k, v in read.items() if k != "table"}
-            sync["protection"] = sh.sync_protection(sync, self.model_dirs)
+            sync["protection"] = _sync_hazards.sync_protection(sync, self.model_dirs)
             syncs.append(sync)
         record.update(
             {
@@ -659,13 +612,13 @@ class Scanner:
         configs = []
         syncs = []
         for argv in argv_list:
-            info = sh.lsyncd_argv(argv)
+            info = _sync_hazards.lsyncd_argv(argv)
             syncs.extend(info["syncs"])
             if info["config"]:
                 path = info["config"] if info["config"].startswith("/") else posixpath.join(cwd or "/", info["config"])
                 configs.append(self.config(path, origin))
         for sync in syncs:
-            sync["protection"] = sh.sync_protection(sync, self.model_dirs)
+            sync["protection"] = _sync_hazards.sync_protection(sync, self.model_dirs)
         return configs, syncs
 
     def lsyncd_verdict(self, configs, cmdline_syncs, started=None):
@@ -718,11 +671,13 @@ class Scanner:
 
     def scan(self):
         managers = []
-        if self.systemctl and os.path.isdir("/run/systemd/system"):
-            managers.append((None, self.manager_units(None)))
+        system = self.systemctl(None)
+        if system.available and os.path.isdir("/run/systemd/system"):
+            managers.append((None, self.manager_units(None, system)))
         for user in self.users:
-            if user["manager_running"] and self.systemctl and (self.runuser or not self.root):
-                managers.append((user, self.manager_units(user)))
+            systemctl = self.systemctl(user)
+            if user["manager_running"] and systemctl.available:
+                managers.append((user, self.manager_units(user, systemctl)))
             else:
                 managers.append((user, self.dormant_user_units(user)))
         processes = self.processes_now()
@@ -789,7 +744,9 @@ class Scanner:
         configs = []
         if tool == "lsyncd":
             cwd = "/" if user is None else user["home"]
-            configs, cmdline = self.lsyncd_syncs([a for a in argv_list if sh.is_lsyncd_argv(a)], cwd, f"unit {label}")
+            configs, cmdline = self.lsyncd_syncs(
+                [a for a in argv_list if _sync_hazards.is_lsyncd_argv(a)], cwd, f"unit {label}"
+            )
             reached, protected, detail, deletes, paths, _stale = self.lsyncd_verdict(configs, cmdline, started)
         else:
             reached, deletes, paths, detail = self.other_reach(tool, argv_list, user)
@@ -891,16 +848,16 @@ class Scanner:
         entries = []
         system = ["/etc/crontab"] + sorted(glob.glob("/etc/cron.d/*"))
         for path in system:
-            for entry in sh.parse_crontab(read_text(path) or "", system=True):
+            for entry in _sync_hazards.parse_crontab(read_text(path) or "", system=True):
                 entries.append({**entry, "file": path})
         for path in sorted(glob.glob("/var/spool/cron/crontabs/*")):
             owner = posixpath.basename(path)
-            for entry in sh.parse_crontab(read_text(path) or "", owner=owner):
+            for entry in _sync_hazards.parse_crontab(read_text(path) or "", owner=owner):
                 entries.append({**entry, "file": path})
         return entries
 
     def judge_cron(self, entry):
-        words = sh.shell_words(entry["command"])
+        words = _sync_hazards.shell_words(entry["command"])
         commands = [words, *self.script_commands([words])]
         tool = next((t for t in (classify_argv(c) for c in commands) if t), None)
         if not self.wanted(tool):
@@ -909,7 +866,9 @@ class Scanner:
         label = f"{entry['file']}:{entry['line_no']}"
         if tool == "lsyncd":
             configs, cmdline = self.lsyncd_syncs(
-                [c for c in commands if sh.is_lsyncd_argv(c)], owner["home"] if owner else "/", f"cron {label}"
+                [c for c in commands if _sync_hazards.is_lsyncd_argv(c)],
+                owner["home"] if owner else "/",
+                f"cron {label}",
             )
             reached, protected, detail, deletes, paths, _stale = self.lsyncd_verdict(configs, cmdline)
         else:
@@ -936,7 +895,7 @@ class Scanner:
                     "file": entry["file"],
                     "line_no": entry["line_no"],
                     "line": entry["line"],
-                    "disabled_line": sh.CRON_DISABLED_MARKER + entry["line"].strip(),
+                    "disabled_line": _sync_hazards.CRON_DISABLED_MARKER + entry["line"].strip(),
                     "user": entry["user"],
                     "disabled": entry["disabled"],
                     "overlaps_model_dir": hazard["overlaps_model_dir"],
@@ -969,22 +928,22 @@ class Scanner:
         details = []
         for argv in commands:
             if tool == "rsync":
-                found = sh.rsync_deletes(argv)
+                found = _sync_hazards.rsync_deletes(argv)
                 if not found:
                     continue
-                parts = sh.split_target(found["destination"])
+                parts = _sync_hazards.split_target(found["destination"])
                 paths.append({"host": parts.get("host"), "path": parts.get("path")})
-                reached.extend(sh.reached(parts.get("path"), self.model_dirs))
+                reached.extend(_sync_hazards.reached(parts.get("path"), self.model_dirs))
                 details.append(f"rsync {' '.join(found['flags'])} into {found['destination']}")
             elif tool == "unison":
                 roots = [a for a in argv[1:] if a.startswith(("/", "ssh://", "socket://"))]
                 if not roots and user:
                     profile = next((a for a in argv[1:] if not a.startswith("-")), "default")
-                    roots = sh.unison_roots(read_text(f"{user['home']}/.unison/{profile}.prf") or "")
+                    roots = _sync_hazards.unison_roots(read_text(f"{user['home']}/.unison/{profile}.prf") or "")
                 for root in roots:
-                    host, path = sh.unison_root_path(root)
+                    host, path = _sync_hazards.unison_root_path(root)
                     paths.append({"host": host, "path": path})
-                    reached.extend(sh.reached(path, self.model_dirs))
+                    reached.extend(_sync_hazards.reached(path, self.model_dirs))
                 if not roots:
                     reached.extend(self.model_dirs)
                 details.append(f"unison roots {', '.join(roots) or 'unknown'} (deletions propagate both ways)")
@@ -1004,8 +963,8 @@ class Scanner:
                     continue
                 for raw in text.splitlines():
                     line = raw.strip()
-                    if line and not line.startswith("#") and classify_argv(sh.shell_words(line)):
-                        found.append(sh.shell_words(line))
+                    if line and not line.startswith("#") and classify_argv(_sync_hazards.shell_words(line)):
+                        found.append(_sync_hazards.shell_words(line))
         return found
 
     def user_record(self, name):
@@ -1018,11 +977,11 @@ class Scanner:
                 chosen[posixpath.basename(path)] = path  # later directories override earlier ones
         entries = []
         for path in sorted(chosen.values()):
-            for entry in sh.parse_tmpfiles(read_text(path) or ""):
+            for entry in _sync_hazards.parse_tmpfiles(read_text(path) or ""):
                 entries.append({**entry, "file": path})
         ignored = [e["path"] for e in entries if e["base_type"] in {"x", "X"}]
         for entry in entries:
-            effect = sh.tmpfiles_effect(entry)
+            effect = _sync_hazards.tmpfiles_effect(entry)
             if effect is None:
                 continue
             reached = []
@@ -1058,12 +1017,12 @@ class Scanner:
                 text = read_text(path)
                 if text is None:
                     continue
-                for folder in sh.syncthing_folders(text):
+                for folder in _sync_hazards.syncthing_folders(text):
                     folder_path = (
                         folder["path"].replace("~", home, 1) if folder["path"].startswith("~") else folder["path"]
                     )
                     receives = folder["type"] != "sendonly"
-                    reached = sh.reached(folder_path, self.model_dirs) if receives else []
+                    reached = _sync_hazards.reached(folder_path, self.model_dirs) if receives else []
                     self.add_hazard(
                         id=f"syncthing:{path}:{folder['id']}",
                         tool="syncthing",
@@ -1083,13 +1042,13 @@ class Scanner:
         running_users = {p["user"] for p in processes if p["tool"] == "unison"}
         for user in self.users:
             for path in sorted(glob.glob(f"{user['home']}/.unison/*.prf")):
-                roots = sh.unison_roots(read_text(path) or "")
+                roots = _sync_hazards.unison_roots(read_text(path) or "")
                 reached = []
                 paths = []
                 for root in roots:
-                    host, root_path = sh.unison_root_path(root)
+                    host, root_path = _sync_hazards.unison_root_path(root)
                     paths.append({"host": host, "path": root_path})
-                    reached.extend(sh.reached(root_path, self.model_dirs) if root_path else [])
+                    reached.extend(_sync_hazards.reached(root_path, self.model_dirs) if root_path else [])
                 self.add_hazard(
                     id=f"unison:profile:{path}",
                     tool="unison",
@@ -1107,7 +1066,7 @@ class Scanner:
 
     def facts(self):
         unresolved = [h for h in self.hazards if h["overlaps_model_dir"] and not h["neutralised"]]
-        lines = sh.summary_lines(self.hazards, self.model_dirs)
+        lines = _sync_hazards.summary_lines(self.hazards, self.model_dirs)
         configs = sorted(self.configs.values(), key=lambda c: c["path"])
         for record in configs:
             record.pop("mtime", None)
@@ -1133,9 +1092,9 @@ def is_backup(path):
 
 def classify_argv(argv):
     """Which deleting syncer a command line runs: lsyncd, rsync (with a delete option), syncthing, unison."""
-    if sh.is_lsyncd_argv(argv):
+    if _sync_hazards.is_lsyncd_argv(argv):
         return "lsyncd"
-    if sh.rsync_deletes(argv):
+    if _sync_hazards.rsync_deletes(argv):
         return "rsync"
     for word in argv[:3]:
         base = posixpath.basename(word)
@@ -1164,7 +1123,7 @@ def pwd_entry(name):
 def glob_relation(pattern, model_dir):
     """relation() for a tmpfiles path that may contain shell globs."""
     if not any(c in pattern for c in "*?["):
-        return sh.relation(pattern, model_dir)
+        return _sync_hazards.relation(pattern, model_dir)
     parts = model_dir.strip("/").split("/")
     for depth in range(1, len(parts) + 1):
         ancestor = "/" + "/".join(parts[:depth])
@@ -1183,7 +1142,7 @@ def validate_params(module):
     for path in module.params["model_dirs"]:
         if not isinstance(path, str) or not path.startswith("/"):
             problems.append(f"model directory {path!r} is not an absolute path")
-        elif sh.normalize(path) == "/":
+        elif _sync_hazards.normalize(path) == "/":
             problems.append("the model directory cannot be / itself")
     if not module.params["model_dirs"]:
         problems.append("model_dirs is empty: give at least one directory to protect")

@@ -22,17 +22,10 @@ author:
 requirements:
   - The C(tailscale) command and a running C(tailscaled) on the host.
 options: {}
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
-  - llamarpc.cluster.attributes.facts
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 attributes:
   check_mode:
-    support: full
     details: The module only reads.
-  diff_mode:
-    support: none
-  facts:
-    support: full
 seealso:
   - module: llamarpc.cluster.tailscale_up
 """

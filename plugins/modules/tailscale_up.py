@@ -49,14 +49,11 @@ options:
     description: Seconds C(tailscale up) may take.
     type: int
     default: 60
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:
-    support: full
     details: Predicts C(changed) from the state it reads; runs nothing that changes the node.
   diff_mode:
-    support: full
     details: Shows the managed settings before and after.
 seealso:
   - module: llamarpc.cluster.tailscale_facts
@@ -93,7 +90,7 @@ tailscale:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tailscale as ts
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _tailscale
 
 
 def main():
@@ -111,16 +108,19 @@ def main():
     p = module.params
     problems = [
         problem
-        for problem in [ts.auth_key_problem(p["auth_key"], p["login_server"]), ts.hostname_problem(p["hostname"])]
+        for problem in [
+            _tailscale.auth_key_problem(p["auth_key"], p["login_server"]),
+            _tailscale.hostname_problem(p["hostname"]),
+        ]
         if problem
-    ] + ts.tag_problems(p["tags"])
+    ] + _tailscale.tag_problems(p["tags"])
     if problems:
         module.fail_json(msg="; ".join(problems))
 
     tailscale = module.get_bin_path("tailscale", required=True)
-    status, prefs = ts.read_node(module, tailscale)
-    want = ts.wanted(p["hostname"], p["tags"], p["login_server"], p["accept_dns"])
-    diffs = ts.differences(status, prefs, want)
+    status, prefs = _tailscale.read_node(module, tailscale)
+    want = _tailscale.wanted(p["hostname"], p["tags"], p["login_server"], p["accept_dns"])
+    diffs = _tailscale.differences(status, prefs, want)
     result = {"changed": bool(diffs), "differences": diffs, "tailscale": dict(status, prefs=prefs)}
     if module._diff:
         before = {key: prefs[key] for key in want}
@@ -135,11 +135,11 @@ def main():
     if "login_server" in diffs and not p["auth_key"]:
         module.fail_json(msg="moving the node to another control server needs an auth key", **result)
     key = p["auth_key"] if needs_login or "login_server" in diffs else None
-    argv = ts.up_argv(tailscale, want, key, p["timeout"])
+    argv = _tailscale.up_argv(tailscale, want, key, p["timeout"])
     rc, out, err = module.run_command(argv)
     if rc != 0:
         module.fail_json(msg=f"tailscale up failed (rc={rc}): {err.strip() or out.strip()}", **result)
-    status, prefs = ts.read_node(module, tailscale)
+    status, prefs = _tailscale.read_node(module, tailscale)
     result["tailscale"] = dict(status, prefs=prefs)
     if status["backend_state"] != "Running":
         module.fail_json(msg=f"tailscale up returned but the node is {status['backend_state']}", **result)

@@ -26,15 +26,11 @@ options:
     description: File of the private key. Its directory must exist.
     type: path
     required: true
-extends_documentation_fragment:
-  - llamarpc.cluster.attributes
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
-    support: full
     details: Predicts C(changed); a key that does not exist yet has no public key in check mode (V(null)), and then
       neither C(wg) nor the key's directory need exist yet (a fresh host).
-  diff_mode:
-    support: none
 seealso:
   - name: wg(8)
     description: The WireGuard configuration utility.

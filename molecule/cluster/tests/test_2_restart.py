@@ -35,7 +35,7 @@ def test_restart_restarts_every_worker_one_at_a_time_then_llama_server():
     # One at a time: each worker stopped only after the one before it was running again.
     overlapping = [(a, b) for a, b in itertools.pairwise(order) if times[b][0] < times[a][1]]
     assert overlapping == [], times
-    _, server_started = _stopped_started(lab("node1"), SERVER)
+    server_started = _stopped_started(lab("node1"), SERVER)[1]
     assert main_pid(lab("node1"), SERVER) not in (server_before, "0")
-    assert server_started > max(started for _, started in times.values()), (server_started, times)
+    assert server_started > max(started for _stopped, started in times.values()), (server_started, times)
     assert serving()

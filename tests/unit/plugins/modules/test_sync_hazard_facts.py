@@ -245,7 +245,8 @@ def host(monkeypatch):
         lambda self, name, *a, **k: {"systemctl": "/bin/systemctl", "runuser": "/sbin/runuser"}.get(name),
     )
 
-    def run(self, argv):
+    def run_command(self, argv, environ_update=None, **_kwargs):
+        assert environ_update == {"LC_ALL": "C", "SYSTEMD_PAGER": ""}  # output parsed in the C locale
         calls.append(argv)
         units = pool_units if "--user" in argv else system_units
         if "list-unit-files" in argv:
@@ -257,7 +258,7 @@ def host(monkeypatch):
             return 0, show_output(units, names), ""
         return 1, "", "unexpected"
 
-    monkeypatch.setattr(shf.Scanner, "run", run)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     return SimpleNamespace(fs=fs, calls=calls, system_units=system_units, pool_units=pool_units, processes=processes)
 
 
