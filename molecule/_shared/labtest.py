@@ -5,15 +5,23 @@ Importable from any scenario's tests because pyproject.toml puts molecule/_share
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shlex
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import paramiko
 import testinfra
+import testinfra.host
+from testinfra.backend.paramiko import ParamikoBackend
+from testinfra.utils.ansible_runner import AnsibleRunner
 
 #: The inventory the lab role wrote for this scenario (set by .config/molecule/config.yml).
 INVENTORY = os.environ["LLAMARPC_LAB_INVENTORY"]
@@ -21,9 +29,128 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
+#: ``ansible`` makes lab() use testinfra's ansible backend (an ansible process per command) instead of SSH.
+# LabSSH is measured 7-11x faster per check, and proven on the default scenario (which sets LLAMARPC_LAB_BACKEND=ssh
+# in its molecule.yml); the other scenarios keep testinfra's ansible backend until each has run green with it.
+BACKEND = os.environ.get("LLAMARPC_LAB_BACKEND", "ansible")
+#: A live lab host acknowledges TCP data within milliseconds whatever the load (its kernel does, not a process): data
+#: unacknowledged this long means the host is gone (stopped or restarted by a test), and the connection is dropped.
+_DEAD_PEER_MS = 30_000
+
+
+def _ssh_options(common_args):
+    """``-o Key=Value`` options of ``ansible_ssh_common_args`` as {lowercase key: value}."""
+    words = shlex.split(common_args or "")
+    options = {}
+    for flag, value in zip(words, words[1:], strict=False):
+        if flag == "-o" and "=" in value:
+            key, _sep, setting = value.partition("=")
+            options[key.strip().lower()] = setting.strip()
+    return options
+
+
+class LabSSH(ParamikoBackend):
+    """testinfra's paramiko backend on the lab inventory's terms: its address, user, key and known_hosts (an unknown or
+    changed host key is refused, as ``StrictHostKeyChecking=yes`` does for Ansible), and its become: commands run
+    through ``sudo -H -n`` as the become user, like Ansible's sudo. One SSH connection per host for every command:
+    testinfra's ansible backend runs each command through a new ``ssh`` process (its handshake, key exchange and
+    authentication every time; ansible.cfg turns multiplexing off, as mux processes would outlive a lab), measured
+    6.7 times slower per check (molecule/_shared/backend_bench.py). A connection whose host went away (stopped or
+    restarted by a test) is made again once."""
+
+    NAME = "lab-ssh"
+
+    def __init__(self, name, variables):
+        options = _ssh_options(variables.get("ansible_ssh_common_args"))
+        self.address = variables.get("ansible_host", name)
+        self.ssh_port = int(variables.get("ansible_port", 22))
+        self.known_hosts = options.get("userknownhostsfile")
+        if not self.known_hosts or options.get("stricthostkeychecking", "yes").lower() != "yes":
+            raise ValueError(f"{name}: the lab inventory names no known_hosts file with StrictHostKeyChecking=yes")
+        become = str(variables.get("ansible_become", False)).lower() in ("true", "yes", "1")
+        super().__init__(
+            f"{variables.get('ansible_user', 'root')}@{name}",
+            ssh_identity_file=variables.get("ansible_ssh_private_key_file"),
+            timeout=120,  # ansible.cfg's connect timeout for the same hosts
+            sudo=become,
+            sudo_user=variables.get("ansible_become_user", "root") if become else None,
+        )
+
+    @functools.cached_property
+    def client(self):
+        sock = socket.create_connection((self.address, self.ssh_port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, _DEAD_PEER_MS)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        client = paramiko.SSHClient()
+        client.load_host_keys(self.known_hosts)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(
+                self.address,
+                port=self.ssh_port,
+                username=self.host.user,
+                key_filename=self.ssh_identity_file,
+                sock=sock,
+                timeout=self.timeout,
+                banner_timeout=self.timeout,
+                auth_timeout=self.timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except BaseException:
+            client.close()
+            sock.close()
+            raise
+        return client
+
+    def _exec_command(self, command):
+        # stderr is read beside stdout: testinfra's paramiko backend reads stdout to its end first, and a command that
+        # writes more than the SSH window (2 MiB) to stderr before it ends its stdout then waits forever (measured).
+        chan = self.client.get_transport().open_session(timeout=self.timeout)
+        chan.exec_command(command)
+        stderr = []
+        reader = threading.Thread(target=lambda: stderr.append(chan.makefile_stderr("rb").read()), daemon=True)
+        reader.start()
+        stdout = chan.makefile("rb").read()
+        reader.join()
+        return chan.recv_exit_status(), stdout, b"".join(stderr)
+
+    def get_sudo_command(self, command, sudo_user):
+        return self.quote("sudo -H -n -u %s /bin/sh -c %s", sudo_user or "root", command)
+
+    def run(self, command, *args, **kwargs):
+        try:
+            return super().run(command, *args, **kwargs)
+        except (paramiko.SSHException, EOFError, OSError):
+            client = self.__dict__.pop("client", None)
+            transport = client.get_transport() if client is not None else None
+            if transport is not None and transport.is_active():
+                self.__dict__["client"] = client
+                raise
+            if client is not None:
+                client.close()
+            return super().run(command, *args, **kwargs)
+
+
+@functools.cache
+def _variables():
+    return AnsibleRunner(INVENTORY)
+
+
 def lab(name):
-    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says)."""
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    """A testinfra host of the lab, by inventory name (commands run as root, like the inventory says): testinfra's
+    ansible backend, or with LLAMARPC_LAB_BACKEND=ssh one SSH connection with the inventory's key and known_hosts."""
+    if BACKEND == "ansible":
+        return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    return _lab_ssh(name)
+
+
+@functools.cache
+def _lab_ssh(name):
+    backend = LabSSH(name, _variables().get_variables(name))
+    host = testinfra.host.Host(backend)
+    backend.set_host(host)
+    return host
 
 
 _HTTP = (
@@ -78,6 +205,23 @@ def ansible_env(**extra):
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
         **extra,
     }
+
+
+_RECAP_LINE = re.compile(r"^(\S+)\s+:((?:\s+[a-z]+=\d+)+)\s*$")
+
+
+def recap(output):
+    """Host -> {ok, changed, unreachable, failed, skipped, rescued, ignored} from the PLAY RECAP of an ansible-playbook
+    run's output (colour codes stripped); {} when the output has no recap (the run never got that far)."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    if "PLAY RECAP" not in plain:
+        return {}
+    counts = {}
+    for line in plain.rsplit("PLAY RECAP", 1)[1].splitlines()[1:]:
+        match = _RECAP_LINE.match(line.strip())
+        if match:
+            counts[match[1]] = {key: int(value) for key, value in re.findall(r"([a-z]+)=(\d+)", match[2])}
+    return counts
 
 
 def wait_for(predicate, timeout, interval=1.0):

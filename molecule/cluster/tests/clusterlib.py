@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
-from labtest import INVENTORY, REPO, address, adhoc, inventory_hosts, lab, run_ansible
+from labtest import INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
 
@@ -96,14 +96,50 @@ def main_pid(host, unit):
     return host.run_expect([0], f"systemctl show -p MainPID --value {unit}").stdout.strip()
 
 
+def restarts(host, unit):
+    """How often systemd restarted ``unit`` by itself (its NRestarts)."""
+    return int(host.run(f"systemctl show -p NRestarts --value {unit}").stdout.strip() or 0)
+
+
+SUPERVISOR_STATE = "/run/llamarpc/coordinator/supervisor.json"
+#: The supervisor's (and status.yml's) states of a worker that is up.
+UP = ("serving", "ready", "busy")
+
+
+def supervisor():
+    """The supervisor's last record on the coordinator ({} before its first check)."""
+    text = lab("node1").run("cat " + SUPERVISOR_STATE).stdout
+    return json.loads(text) if text.strip() else {}
+
+
+def came_back(name, unit, killed_pid, checked_before, timeout=180):
+    """After ``killed_pid`` of ``unit`` on host ``name`` was killed: (its new MainPID, the supervisor's first record
+    since ``checked_before`` (its checked_at before the kill) that finds the worker up), each None if it never came.
+    Back means systemd started the unit again (a new, non-zero MainPID of an active unit) and the supervisor's own
+    probe found the new worker: serving again alone would not tell a worker that came back from one never killed."""
+    host = lab(name)
+    pid = wait_for(
+        lambda: (now := main_pid(host, unit)) not in ("0", killed_pid) and host.service(unit).is_running and now,
+        timeout,
+        2,
+    )
+    record = wait_for(
+        lambda: (
+            (state := supervisor()).get("checked_at", 0) > checked_before
+            and state.get("workers", {}).get(name) in UP
+            and state
+        ),
+        timeout,
+        2,
+    )
+    return pid or None, record or None
+
+
 def changed_nothing(result):
-    """True when the run ended in a PLAY RECAP and every line of it says changed=0 (a run that fails on purpose,
+    """True when the run ended in a PLAY RECAP and every host in it says changed=0 (a run that fails on purpose,
     refused by a preflight, counts too: what matters is that nothing changed; a run with no recap proves nothing)."""
-    lines = result.stdout.splitlines()
-    if "PLAY RECAP" not in "\n".join(lines):
-        return False
-    recap = [line for line in lines if "changed=" in line and "ok=" in line]
-    return bool(recap) and all("changed=0" in line for line in recap)
+    counts = recap(result.stdout)
+    return bool(counts) and all(host["changed"] == 0 for host in counts.values())
 
 
 def inventory_vars():
@@ -180,9 +216,6 @@ def status_report(tmp_path):
     result = run_ansible("ansible-playbook", REPO / "playbooks" / "status.yml", "-e", f"llamarpc_status_json={path}")
     assert result.returncode == 0, result.stdout[-3000:]
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-UP = ("serving", "ready", "busy")
 
 
 def status_problems(report, expect_down=()):

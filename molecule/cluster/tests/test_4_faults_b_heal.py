@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from clusterlib import (
     api,
+    came_back,
     changed_nothing,
     deployed_plan,
     greedy,
@@ -17,7 +18,9 @@ from clusterlib import (
     main_pid,
     module,
     plan_only,
+    restarts,
     serving,
+    supervisor,
     wait_serving,
 )
 from faultreport import record
@@ -26,14 +29,11 @@ from labtest import REPO, lab
 HERE = Path(__file__).resolve().parent
 FAKE_PORT = 50099
 FAKE_MAJOR = 6
+WORKER = "llamarpc-rpc-worker.service"
 
 
 def planned_worker():
     return [row["name"] for row in deployed_plan()["plan"]["workers"] if row["name"] != "node1"][0]
-
-
-def restarts(host, unit):
-    return int(host.run(f"systemctl show -p NRestarts --value {unit}").stdout.strip() or 0)
 
 
 @pytest.mark.fault(1)
@@ -51,20 +51,32 @@ def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes_within
     thread.start()
     time.sleep(3)  # prompt processed, tokens being generated
     in_flight = "at" not in outcome
+    worker = lab(name)
+    pid, checked = main_pid(worker, WORKER), supervisor().get("checked_at", 0)
     killed = time.monotonic()
     # kill(1) of the main PID: systemctl kill also signals the unit's cgroup, which fails (EIO) on some lab hosts.
-    lab(name).run_expect([0], "kill -KILL $(systemctl show -p MainPID --value llamarpc-rpc-worker.service)")
+    worker.run_expect([0], f"kill -KILL {pid}")
     thread.join(120)
     ended = outcome["at"] - killed if "at" in outcome else None
     back = wait_serving(120)
     recover = None if back is None else time.monotonic() - killed
+    new_pid, verdict = came_back(name, WORKER, pid, checked)
     status = outcome.get("status")
     how = f"HTTP {status}" if status else f"connection closed ({str(outcome.get('body'))[:60]})"
     record(
         1,
         f"worker {name} SIGKILLed during a 3000-token generation: the request ended after "
-        f"{'no answer' if ended is None else f'{ended:.1f} s'} with {how}; serving again without an operator",
-        ok=in_flight and ended is not None and ended < 30 and status != 200 and recover is not None and recover <= 60,
+        f"{'no answer' if ended is None else f'{ended:.1f} s'} with {how}; serving again without an operator; "
+        f"worker PID {pid} -> {new_pid or 'not restarted'}; supervisor "
+        + (f"{verdict['verdict']}, {name} {verdict['workers'][name]}" if verdict else f"never saw {name} up again"),
+        ok=in_flight
+        and ended is not None
+        and ended < 30
+        and status != 200
+        and recover is not None
+        and recover <= 60
+        and new_pid is not None
+        and verdict is not None,
         recover_s=recover,
         key="1 mid-request",
         detail="mid-request",
@@ -74,6 +86,10 @@ def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes_within
     assert status != 200, outcome
     # 60 s is the target the fault report shows met or missed; the assertion allows a loaded machine's slower reload.
     assert recover is not None and recover <= 180
+    # The worker came back (a new process), and the supervisor's own probe found it after the kill.
+    assert new_pid is not None, f"{WORKER} on {name} has no new MainPID after {pid} was killed"
+    assert verdict is not None, supervisor()
+    assert verdict["verdict"] in ("ok", "reconnected") and name not in verdict["down_since"], verdict
 
 
 @pytest.mark.fault(11)

@@ -2,14 +2,24 @@
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
-from labtest import before_converge
+import yaml
+from labtest import before_converge, lab
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import parse_size
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["LLAMARPC_LAB_INVENTORY"])
 HOSTS = RUNNER.get_hosts("all")
-testinfra_hosts = HOSTS
+SCENARIO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(params=HOSTS)
+def host(request):
+    """Each lab host in turn, through labtest.lab() (one SSH connection per host, not one per check)."""
+    return lab(request.param)
 
 
 def address_of(name):
@@ -96,15 +106,39 @@ def test_data_dir_size_cap(host):
         assert size > 1024**3
 
 
+def memory_limit(proc_cgroup, root="/sys/fs/cgroup"):
+    """The memory limit that holds a process of the controller whose ``/proc/PID/cgroup`` reads ``proc_cgroup``: the
+    smallest over its cgroup and every ancestor (a cap set on a parent holds its children too), from cgroup v2's
+    ``memory.max`` or v1's ``memory.limit_in_bytes``, whichever hierarchy has the memory controller. None when no
+    limit is set."""
+    v1 = v2 = None
+    for line in proc_cgroup.splitlines():
+        _id, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            v1 = Path(root, "memory"), path, "memory.limit_in_bytes"
+        elif not controllers:
+            v2 = Path(root), path, "memory.max"
+    mount, path, name = v1 or v2
+    limits = []
+    parts = [part for part in path.split("/") if part]
+    for depth in range(len(parts), -1, -1):
+        limit = mount.joinpath(*parts[:depth], name)
+        text = limit.read_text(encoding="ascii").strip() if limit.exists() else "max"
+        if text != "max" and int(text) < 1 << 62:  # v1 writes "no limit" as a huge number
+            limits.append(int(text))
+    return min(limits, default=None)
+
+
 def test_memory_cap(host):
-    # memory_max puts the host in a memory cgroup; the host sees its own limit (cgroup v2's memory.max, where
-    # "max" means none, or v1's memory.limit_in_bytes, whichever the kernel mounts).
+    # memory_max puts the host in a memory cgroup: read on the controller, from the cgroup of the host's init and its
+    # ancestors, in cgroup v2 or v1 alike, and wherever systemd-nspawn nests the container under the cap.
     name = host.backend.get_hostname()
-    want = {"node2": 1024**3}.get(name)
-    v2 = host.file("/sys/fs/cgroup/memory.max")
-    text = (v2 if v2.exists else host.file("/sys/fs/cgroup/memory/memory.limit_in_bytes")).content_string.strip()
-    limit = 1 << 62 if text == "max" else int(text)
-    if want:
-        assert limit == want
-    else:
-        assert limit > 2 * 1024**3
+    variables = RUNNER.get_variables(name)
+    state = Path("/var/lib/llamarpc-lab", variables["llamarpc_lab_name"], "hosts", name)
+    nspawn = int((state / "nspawn.pid").read_text(encoding="ascii"))
+    init = Path(f"/proc/{nspawn}/task/{nspawn}/children").read_text(encoding="ascii").split()
+    assert init, f"systemd-nspawn {nspawn} of {name} has no child: the host is not running"
+    lab_hosts = yaml.safe_load(SCENARIO.joinpath("lab.yml").read_text(encoding="utf-8"))["lab_hosts"]
+    want = next(parse_size(entry.get("memory_max")) for entry in lab_hosts if entry["name"] == name)
+    limit = memory_limit(Path(f"/proc/{init[0]}/cgroup").read_text(encoding="ascii"))
+    assert limit == (want or None), f"{name}: lab.yml says memory_max {want or 'none'}"

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from labtest import BIN, INVENTORY, REPO, ansible_env, lab
+from labtest import recap as play_recap
 
 WORK = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "plan"
 PREDICTED = WORK / "llamarpc-plan.json"
 HOSTS = ("node1", "node2", "node3")
 MODEL_DIR = "/data/models/model"
 DEPLOYED = "/etc/llamarpc/coordinator/plan.json"
-RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 #: What a plan is, apart from the memory figures of the moment (capacity, headroom) that move on a shared machine.
 PLAN_KEYS = ("rpc", "devices", "tensor_split")
 ROW_KEYS = ("name", "endpoint", "layers", "output_layer", "weight_bytes", "kv_bytes", "bytes")
@@ -34,8 +34,8 @@ def playbook(name, *extra, log):
 
 
 def recap(output):
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
-    return {host: tuple(int(n) for n in numbers) for host, *numbers in RECAP.findall(plain)}
+    """Host -> (changed, unreachable, failed) of the run's PLAY RECAP."""
+    return {host: (n["changed"], n["unreachable"], n["failed"]) for host, n in play_recap(output).items()}
 
 
 @pytest.fixture(scope="module")

@@ -40,9 +40,11 @@ class RpcTestServer:
         self.payloads = []
         self.peer_close = []
         self.errors = []
+        self.handled = 0
         self._stop = threading.Event()
         self._thread = None
         self.lock = threading.Lock()
+        self._done = threading.Condition()
 
     @property
     def endpoint(self):
@@ -85,6 +87,16 @@ class RpcTestServer:
                 self.errors.append(repr(exc))
             finally:
                 conn.close()
+                with self._done:
+                    self.handled += 1
+                    self._done.notify_all()
+
+    def wait_handled(self, count=1):
+        """Until ``count`` connections were handled to their end. Every handler ends by itself (the client went, or
+        the handler's own timeout passed), so a test waits for that event, not for a time of its choosing, and then
+        reads what the handler saw (``peer_close``: ``open`` where the handler, not the client, gave up)."""
+        with self._done:
+            self._done.wait_for(lambda: self.handled >= count)
 
     # -- helpers for handlers -------------------------------------------------------------------------
 
@@ -213,11 +225,17 @@ def rpc_server():
     yield start
     for server in servers:
         server.stop()
-    # A handler that raised (a request the probe must never send, a reply it broke off) or a server thread
-    # that would not stop is a failure of the test, not something to swallow.
+    problems = server_problems(servers)
+    assert not problems, problems
+
+
+def server_problems(servers):
+    """What went wrong on the server side of a test (stopped servers): a handler that raised (a request the probe must
+    never send, a reply it broke off) or a server thread that would not stop. The rpc_server fixture fails the test at
+    teardown on any of them: they are failures of the test, not something to swallow."""
     problems = [f"{server.endpoint}: {error}" for server in servers for error in server.errors]
     problems += [f"{server.endpoint}: the server thread did not stop" for server in servers if server.running]
-    assert not problems, problems
+    return problems
 
 
 @pytest.fixture

@@ -111,7 +111,8 @@ def test_wait_healthy_gives_up_when_the_server_died(server):
 
 
 def test_completion_sends_a_greedy_uncached_request(server):
-    bench.wait_healthy(server, 10, interval=0.05)
+    clock = FakeClock()  # the polls count, not the machine's speed
+    bench.wait_healthy(server, 10, interval=0.05, clock=clock, sleep=clock.sleep)
     out = bench.completion(server, 7, 5)
     assert out["prompt_n"] == 7 and out["predicted_n"] == 5 and out["predicted_per_second"] == 5.0
     sent = FakeLlamaServer.seen[-1]
@@ -121,7 +122,8 @@ def test_completion_sends_a_greedy_uncached_request(server):
 
 
 def test_parallel_completions_aggregate(server):
-    bench.wait_healthy(server, 10, interval=0.05)
+    clock = FakeClock()  # the polls count, not the machine's speed
+    bench.wait_healthy(server, 10, interval=0.05, clock=clock, sleep=clock.sleep)
     out = bench.parallel_completions(server, 4, 3, 10)
     assert out["generated"] == 40 and out["clients"] == 4
     assert out["aggregate_per_second"] == pytest.approx(40 / out["wall_seconds"])
