@@ -203,6 +203,9 @@ def ansible_env(**extra):
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        # The same patience as converge (.config/molecule/config.yml): ansible.cfg's 30 s ended a fault test's heal
+        # with "Timeout (32s) waiting for privilege escalation prompt" at load 20-25.
+        "ANSIBLE_TIMEOUT": "120",
         **extra,
     }
 
