@@ -11,16 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from clusterlib import main_pid, serving, shard_digests, wait_serving
+from clusterlib import SCENARIO, host_init, lab_name, main_pid, serving, shard_digests, wait_serving
 from faultreport import record
 from labtest import BIN, REPO, ansible_env, inventory_hosts, lab, wait_for
-
-SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", REPO / "molecule" / "cluster"))
-
-
-def lab_name():
-    return yaml.safe_load((SCENARIO / "lab.yml").read_text())["lab_name"]
 
 
 def controller(*argv):
@@ -32,17 +25,6 @@ def controller(*argv):
         timeout=600,
         check=False,
     )
-
-
-def host_init(name):
-    """PID (in the controller's namespace) of the host's systemd: the child of its systemd-nspawn (the lab role's pid
-    file in the host's state directory)."""
-    nspawn = Path(f"/var/lib/llamarpc-lab/{lab_name()}/hosts/{name}/nspawn.pid").read_text().strip()
-    children = set()
-    for task in Path(f"/proc/{nspawn}/task").iterdir():
-        children.update((task / "children").read_text().split())
-    assert len(children) == 1, (name, nspawn, children)
-    return int(children.pop())
 
 
 def power_loss(names):
