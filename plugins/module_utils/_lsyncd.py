@@ -398,65 +398,89 @@ def exclude_rewrite(text, model_dirs, extra_patterns=()):
     for index, sync in enumerate(config["syncs"], start=1):
         table = sync["table"]
         label = f"sync #{index} ({sync['source']} -> {sync['target']})"
-        reaches = sync_reaches(sync, model_dirs)
-        if not reaches:
+        if not sync_reaches(sync, model_dirs):
             report.append({"sync": label, "touched": False, "delete": False, "excludes": []})
             continue
-        if table is None or not sync["rewritable"]:
-            problems.append(f"{label}: its table is not written out in this file, so it cannot be edited")
-            continue
-        if any(RSYNC_DELETE_FLAGS.match(a.split("=", 1)[0]) for a in sync["rsync_extra"]):
-            problems.append(f"{label}: rsync._extra passes {sync['rsync_extra']}; remove its --delete options")
+        problem = _unrewritable(sync, label)
+        if problem:
+            problems.append(problem)
             continue
         if id(table) in seen_tables:
             continue  # one table used by several sync calls: edited once
         seen_tables.add(id(table))
-        target_path = (sync["target_parts"] or {}).get("path")
-        wanted = []
-        for model_dir in model_dirs:
-            for root in (sync["source"], target_path):
-                pattern = exclude_pattern(root, model_dir) if normalize(root) else None
-                if pattern and pattern not in wanted:
-                    wanted.append(pattern)
-            for root in (sync["source"], target_path):
-                if relation(root, model_dir) in {"same", "inside"}:
-                    notes.append(
-                        f"{label}: it syncs into {model_dir} itself; delete = false stops deletions, but files "
-                        "of the same name are still overwritten (the disable mode stops that too)"
-                    )
-        wanted.extend(p for p in extra_patterns if p not in wanted)
-        missing = [p for p in wanted if p not in sync["excludes"]]
-        exclude_value = table.get("exclude")
-        delete_value = table.get("delete")
-        insert = []
-        if sync["delete"] is not False:
-            if delete_value is not None:
-                edits.append((delete_value.start, delete_value.end, "false"))
-            else:
-                insert.append("delete = false")
-        if missing:
-            addition = ", ".join(_lua_string(p) for p in missing)
-            if exclude_value is None:
-                insert.append("exclude = { " + addition + " }")
-            elif exclude_value.kind == "string" and exclude_value.resolved:
-                edits.append(
-                    (exclude_value.start, exclude_value.end, "{ " + exclude_value.text + ", " + addition + " }")
-                )
-            elif exclude_value.kind == "table" and sync["excludes_resolved"] and exclude_value.value.close is not None:
-                inner = exclude_value.value
-                existing = text[inner.open + 1 : inner.close].rstrip()
-                sep = "" if not existing.strip() or existing.endswith((",", ";")) else ","
-                edits.append((inner.open + 1, inner.close, f"{existing}{sep} {addition} "))
-            else:
-                problems.append(
-                    f"{label}: exclude is an expression ({exclude_value.text}); list the patterns literally"
-                )
-                continue
-        if insert:
-            edits.append((table.open + 1, table.open + 1, _insertion(text, table, insert)))
+        missing = _missing_excludes(sync, model_dirs, extra_patterns, label, notes)
+        table_edits, problem = _table_edits(text, sync, missing, label)
+        edits.extend(table_edits)
+        if problem:
+            problems.append(problem)
+            continue
         report.append({"sync": label, "touched": True, "delete": sync["delete"] is not False, "excludes": missing})
     content = _apply_edits(text, edits)
     return {"content": content, "changed": content != text, "problems": problems, "notes": notes, "syncs": report}
+
+
+def _unrewritable(sync, label):
+    """Why a sync that reaches a model directory cannot be protected by editing this file (or None)."""
+    if sync["table"] is None or not sync["rewritable"]:
+        return f"{label}: its table is not written out in this file, so it cannot be edited"
+    if any(RSYNC_DELETE_FLAGS.match(a.split("=", 1)[0]) for a in sync["rsync_extra"]):
+        return f"{label}: rsync._extra passes {sync['rsync_extra']}; remove its --delete options"
+    return None
+
+
+def _missing_excludes(sync, model_dirs, extra_patterns, label, notes):
+    """Exclude patterns the sync lacks: each model directory below its source or target, and ``extra_patterns``.
+
+    A sync into a model directory itself gets a note in ``notes`` (an exclude cannot cover it).
+    """
+    target_path = (sync["target_parts"] or {}).get("path")
+    wanted = []
+    for model_dir in model_dirs:
+        for root in (sync["source"], target_path):
+            pattern = exclude_pattern(root, model_dir) if normalize(root) else None
+            if pattern and pattern not in wanted:
+                wanted.append(pattern)
+        for root in (sync["source"], target_path):
+            if relation(root, model_dir) in {"same", "inside"}:
+                notes.append(
+                    f"{label}: it syncs into {model_dir} itself; delete = false stops deletions, but files "
+                    "of the same name are still overwritten (the disable mode stops that too)"
+                )
+    wanted.extend(p for p in extra_patterns if p not in wanted)
+    return [p for p in wanted if p not in sync["excludes"]]
+
+
+def _table_edits(text, sync, missing, label):
+    """(edits, problem) that turn delete off in a sync's table and add the ``missing`` excludes.
+
+    With a problem (an exclude this reader cannot extend) only the delete edit is in ``edits``.
+    """
+    table = sync["table"]
+    exclude_value = table.get("exclude")
+    delete_value = table.get("delete")
+    edits = []
+    insert = []
+    if sync["delete"] is not False:
+        if delete_value is not None:
+            edits.append((delete_value.start, delete_value.end, "false"))
+        else:
+            insert.append("delete = false")
+    if missing:
+        addition = ", ".join(_lua_string(p) for p in missing)
+        if exclude_value is None:
+            insert.append("exclude = { " + addition + " }")
+        elif exclude_value.kind == "string" and exclude_value.resolved:
+            edits.append((exclude_value.start, exclude_value.end, "{ " + exclude_value.text + ", " + addition + " }"))
+        elif exclude_value.kind == "table" and sync["excludes_resolved"] and exclude_value.value.close is not None:
+            inner = exclude_value.value
+            existing = text[inner.open + 1 : inner.close].rstrip()
+            sep = "" if not existing.strip() or existing.endswith((",", ";")) else ","
+            edits.append((inner.open + 1, inner.close, f"{existing}{sep} {addition} "))
+        else:
+            return edits, f"{label}: exclude is an expression ({exclude_value.text}); list the patterns literally"
+    if insert:
+        edits.append((table.open + 1, table.open + 1, _insertion(text, table, insert)))
+    return edits, None
 
 
 def _insertion(text, table, items):

@@ -154,18 +154,7 @@ def tokenize(text):
             i += 1
             continue
         if text.startswith("--", i):
-            long_open = _LONG_OPEN_RE.match(text, i + 2)
-            if long_open:
-                close = "]" + long_open.group(1) + "]"
-                end = text.find(close, long_open.end())
-                if end < 0:
-                    problems.append(f"unterminated comment at offset {i}")
-                    i = size
-                else:
-                    i = end + len(close)
-            else:
-                end = text.find("\n", i)
-                i = size if end < 0 else end + 1
+            i = _skip_comment(text, i, problems)
             continue
         name = _NAME_RE.match(text, i)
         if name:
@@ -179,43 +168,64 @@ def tokenize(text):
             i = end
             continue
         if char in "\"'":
-            j = i + 1
-            while j < size and text[j] != char and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            if j >= size or text[j] != char:
-                problems.append(f"unterminated string at offset {i}")
-                j = min(j, size)
-                tokens.append(Token("string", _decode_escapes(text[i + 1 : j]), i, j))
-                i = j
-                continue
-            tokens.append(Token("string", _decode_escapes(text[i + 1 : j]), i, j + 1))
-            i = j + 1
-            continue
-        long_open = _LONG_OPEN_RE.match(text, i) if char == "[" else None
-        if long_open:
-            close = "]" + long_open.group(1) + "]"
-            end = text.find(close, long_open.end())
-            body_start = long_open.end()
-            if body_start < size and text[body_start] == "\n":
-                body_start += 1
-            if end < 0:
-                problems.append(f"unterminated long string at offset {i}")
-                tokens.append(Token("string", text[body_start:], i, size))
-                i = size
-            else:
-                tokens.append(Token("string", text[body_start:end], i, end + len(close)))
-                i = end + len(close)
-            continue
-        for length, ops in ((3, _OPS3), (2, _OPS2)):
-            if text[i : i + length] in ops:
-                tokens.append(Token("op", text[i : i + length], i, i + length))
-                i += length
-                break
+            token = _quoted_string(text, i, problems)
         else:
-            tokens.append(Token("op", char, i, i + 1))
-            i += 1
+            long_open = _LONG_OPEN_RE.match(text, i) if char == "[" else None
+            token = _long_string(text, i, long_open, problems) if long_open else _operator(text, i)
+        tokens.append(token)
+        i = token.end
     tokens.append(Token("eof", "", size, size))
     return tokens, problems
+
+
+def _skip_comment(text, i, problems):
+    """Offset after the comment starting at ``i`` (``--`` to the end of the line, or ``--[[ ... ]]``)."""
+    long_open = _LONG_OPEN_RE.match(text, i + 2)
+    if long_open:
+        close = "]" + long_open.group(1) + "]"
+        end = text.find(close, long_open.end())
+        if end < 0:
+            problems.append(f"unterminated comment at offset {i}")
+            return len(text)
+        return end + len(close)
+    end = text.find("\n", i)
+    return len(text) if end < 0 else end + 1
+
+
+def _quoted_string(text, i, problems):
+    """The ``"..."`` or ``'...'`` string token at ``i`` (an unterminated one ends at the line's end)."""
+    quote = text[i]
+    size = len(text)
+    j = i + 1
+    while j < size and text[j] != quote and text[j] != "\n":
+        j += 2 if text[j] == "\\" else 1
+    if j >= size or text[j] != quote:
+        problems.append(f"unterminated string at offset {i}")
+        j = min(j, size)
+        return Token("string", _decode_escapes(text[i + 1 : j]), i, j)
+    return Token("string", _decode_escapes(text[i + 1 : j]), i, j + 1)
+
+
+def _long_string(text, i, long_open, problems):
+    """The ``[[...]]`` (or ``[==[...]==]``) string token at ``i``; a first newline is not part of it."""
+    size = len(text)
+    close = "]" + long_open.group(1) + "]"
+    end = text.find(close, long_open.end())
+    body_start = long_open.end()
+    if body_start < size and text[body_start] == "\n":
+        body_start += 1
+    if end < 0:
+        problems.append(f"unterminated long string at offset {i}")
+        return Token("string", text[body_start:], i, size)
+    return Token("string", text[body_start:end], i, end + len(close))
+
+
+def _operator(text, i):
+    """The operator token at ``i``: the longest of ``...``, the two-character ones, or one character."""
+    for length, ops in ((3, _OPS3), (2, _OPS2)):
+        if text[i : i + length] in ops:
+            return Token("op", text[i : i + length], i, i + length)
+    return Token("op", text[i], i, i + 1)
 
 
 # -- Lua values ------------------------------------------------------------------------------------------
@@ -369,7 +379,6 @@ class Reader:
 
     def operand(self, pos, depth=0):
         token = self.tok(pos)
-        start = pos
         if token.kind == "eof":
             return LuaValue("unknown", None, "", token.start, token.end, resolved=False), pos
         if depth > MAX_DEPTH:
@@ -377,56 +386,76 @@ class Reader:
             end = self.skip_balanced(pos)
             return LuaValue("unknown", None, self.span_text(pos, end), token.start, self.tok(end - 1).end, False), end
         if token.is_op(*_UNARY_OPS) or token.is_name("not"):
-            value, pos = self.operand(pos + 1, depth + 1)
-            text = self.span_text(start, pos)
-            if token.value == "-" and value.kind == "number":
-                return LuaValue("number", -value.value, text, token.start, value.end), pos
-            if token.value == "not" and value.kind == "bool":
-                return LuaValue("bool", not value.value, text, token.start, value.end), pos
-            return LuaValue("unknown", None, text, token.start, value.end, resolved=False), pos
-        if token.kind == "string":
-            value = LuaValue("string", token.value, self.text[token.start : token.end], token.start, token.end)
-            pos += 1
-        elif token.kind == "number":
-            value = LuaValue("number", _lua_number(token.value), token.value, token.start, token.end)
-            pos += 1
-        elif token.is_name("true", "false"):
-            value = LuaValue("bool", token.value == "true", token.value, token.start, token.end)
-            pos += 1
-        elif token.is_name("nil"):
-            value = LuaValue("nil", None, token.value, token.start, token.end)
-            pos += 1
-        elif token.is_op("{"):
-            table, pos = self.table(pos, depth + 1)
-            value = LuaValue("table", table, self.span_text(start, pos), token.start, self.tok(pos - 1).end)
-        elif token.is_name("function"):
-            pos = self.skip_block(pos)
-            value = LuaValue("unknown", None, self.span_text(start, pos), token.start, self.tok(pos - 1).end, False)
-        elif token.is_op("("):
+            return self.unary(pos, depth)
+        primary = self.primary(pos, depth)
+        if primary is None:
+            # Something the reader does not handle here (a keyword, a stray operator): one token, unknown.
+            return LuaValue("unknown", None, token.value, token.start, token.end, resolved=False), pos + 1
+        value, end = primary
+        return self.suffixes(pos, value, end)
+
+    def unary(self, pos, depth):
+        """``-x``, ``not x``, ``#x``, ``~x`` at ``pos``: computed for numbers and booleans, else unknown."""
+        token = self.tok(pos)
+        value, end = self.operand(pos + 1, depth + 1)
+        text = self.span_text(pos, end)
+        if token.value == "-" and value.kind == "number":
+            return LuaValue("number", -value.value, text, token.start, value.end), end
+        if token.value == "not" and value.kind == "bool":
+            return LuaValue("bool", not value.value, text, token.start, value.end), end
+        return LuaValue("unknown", None, text, token.start, value.end, resolved=False), end
+
+    def primary(self, pos, depth):
+        """(value, end) of a literal, table, function, parenthesised expression or name; None otherwise."""
+        token = self.tok(pos)
+        literal = self.literal(token)
+        if literal is not None:
+            return literal, pos + 1
+        if token.is_op("{"):
+            table, end = self.table(pos, depth + 1)
+            return LuaValue("table", table, self.span_text(pos, end), token.start, self.tok(end - 1).end), end
+        if token.is_name("function"):
+            end = self.skip_block(pos)
+            return LuaValue("unknown", None, self.span_text(pos, end), token.start, self.tok(end - 1).end, False), end
+        if token.is_op("("):
             end = self.skip_balanced(pos)
             inner, inner_end = self.expression(pos + 1, depth + 1) if depth < MAX_DEPTH else (None, pos)
             if inner is not None and inner_end == end - 1:
-                value = inner
-            else:
-                value = LuaValue("unknown", None, self.span_text(start, end), token.start, self.tok(end - 1).end, False)
-            pos = end
-        elif token.kind == "name" and token.value not in KEYWORDS:
-            names = [token.value]
-            pos += 1
-            while self.tok(pos).is_op(".") and self.tok(pos + 1).kind == "name":
-                names.append(self.tok(pos + 1).value)
-                pos += 2
-            dotted = ".".join(names)
-            text = self.span_text(start, pos)
-            if len(names) == 1 and dotted in self.env:
-                known = self.env[dotted]
-                value = LuaValue(known.kind, known.value, text, token.start, self.tok(pos - 1).end, known.resolved)
-            else:
-                value = LuaValue("ref", dotted, text, token.start, self.tok(pos - 1).end, resolved=False)
-        else:
-            # Something the reader does not handle here (a keyword, a stray operator): one token, unknown.
-            return LuaValue("unknown", None, token.value, token.start, token.end, resolved=False), pos + 1
-        # Suffixes: calls, indexing, method calls make the value unknown (nothing is executed).
+                return inner, end
+            return LuaValue("unknown", None, self.span_text(pos, end), token.start, self.tok(end - 1).end, False), end
+        if token.kind == "name" and token.value not in KEYWORDS:
+            return self.name(pos)
+        return None
+
+    def literal(self, token):
+        """The value of a string, number, boolean or nil token (None for any other token)."""
+        if token.kind == "string":
+            return LuaValue("string", token.value, self.text[token.start : token.end], token.start, token.end)
+        if token.kind == "number":
+            return LuaValue("number", _lua_number(token.value), token.value, token.start, token.end)
+        if token.is_name("true", "false"):
+            return LuaValue("bool", token.value == "true", token.value, token.start, token.end)
+        if token.is_name("nil"):
+            return LuaValue("nil", None, token.value, token.start, token.end)
+        return None
+
+    def name(self, pos):
+        """A (dotted) name at ``pos``: a known ``local`` takes its value, anything else is a reference."""
+        token = self.tok(pos)
+        names = [token.value]
+        end = pos + 1
+        while self.tok(end).is_op(".") and self.tok(end + 1).kind == "name":
+            names.append(self.tok(end + 1).value)
+            end += 2
+        dotted = ".".join(names)
+        text = self.span_text(pos, end)
+        if len(names) == 1 and dotted in self.env:
+            known = self.env[dotted]
+            return LuaValue(known.kind, known.value, text, token.start, self.tok(end - 1).end, known.resolved), end
+        return LuaValue("ref", dotted, text, token.start, self.tok(end - 1).end, resolved=False), end
+
+    def suffixes(self, start, value, pos):
+        """Calls, indexing and method calls after a value make it unknown (nothing is executed)."""
         suffixed = False
         while True:
             nxt = self.tok(pos)

@@ -483,17 +483,7 @@ class Scanner:
         if not self.wanted(tool):
             return
         scope = "system" if user is None else "user"
-        uid = None if user is None else user["uid"]
-        main_pid = int(unit.get("MainPID") or 0)
-        pids = sorted(
-            p["pid"]
-            for p in processes
-            if p["cgroup"]["unit"] == name
-            and p["cgroup"]["scope"] == scope
-            and (uid is None or p["cgroup"]["uid"] == uid)
-        )
-        if main_pid and main_pid not in pids:
-            pids.append(main_pid)
+        pids = unit_pids(unit, scope, None if user is None else user["uid"], processes)
         claimed.update(pids)
         started = min((p["started"] for p in processes if p["pid"] in pids and p["started"]), default=None)
         active = unit.get("ActiveState", "")
@@ -532,42 +522,9 @@ class Scanner:
         )
         if tool != "lsyncd" and not hazard["overlaps_model_dir"]:
             return
-        mask_dir = "/etc/systemd/system" if user is None else f"{user['home']}/.config/systemd/user"
-        low_dir = "/usr/local/lib/systemd/system" if user is None else f"{user['home']}/.local/share/systemd/user"
-        fragment = unit.get("FragmentPath") or ""
-        relocate = posixpath.dirname(fragment) == mask_dir and (os.path.isfile(fragment) or os.path.islink(fragment))
-        if relocate and os.path.islink(fragment) and os.path.realpath(fragment) == "/dev/null":
-            relocate = False
-        self.units.append(
-            {
-                "tool": tool,
-                "scope": scope,
-                "user": None if user is None else user["name"],
-                "uid": uid,
-                "unit": name,
-                "timers": timers,
-                "manager_running": user is None or user["manager_running"],
-                "active_state": active,
-                "sub_state": unit.get("SubState", ""),
-                "unit_file_state": unit.get("UnitFileState", ""),
-                "masked": masked,
-                "masked_and_stopped": masked and inactive,
-                "restart": unit.get("Restart", ""),
-                "n_restarts": int(unit.get("NRestarts") or 0) if str(unit.get("NRestarts", "")).isdigit() else 0,
-                "fragment_path": fragment,
-                "mask_path": f"{mask_dir}/{name}",
-                "relocate_from": fragment if relocate else None,
-                "relocate_to": f"{low_dir}/{name}" if relocate else None,
-                "wants_links": unit.get("wants_links", []),
-                "configs": [c["path"] for c in configs],
-                "pids": sorted(pids),
-                "overlaps_model_dir": hazard["overlaps_model_dir"],
-                "neutralised": hazard["neutralised"],
-                "run_in_exclude_mode": tool == "lsyncd"
-                and (not inactive or masked or unit.get("UnitFileState") in _ENABLED_STATES),
-                "enable_in_exclude_mode": tool == "lsyncd" and (masked or unit.get("UnitFileState") in _ENABLED_STATES),
-            }
-        )
+        record = unit_record(unit, user, hazard, masked=masked, inactive=inactive)
+        record.update({"timers": timers, "configs": [c["path"] for c in configs], "pids": sorted(pids)})
+        self.units.append(record)
 
     def judge_process(self, proc):
         tool = proc["tool"]
@@ -848,6 +805,60 @@ class Scanner:
 def is_backup(path):
     """Editor, dpkg and ansible backup copies are not configs anything runs."""
     return path.endswith(("~", ".dpkg-old", ".dpkg-dist", ".dpkg-new", ".bak", ".orig"))
+
+
+def unit_pids(unit, scope, uid, processes):
+    """PIDs running in a unit's cgroup (of that scope and user), and its MainPID."""
+    name = unit.get("Id", "")
+    pids = sorted(
+        p["pid"]
+        for p in processes
+        if p["cgroup"]["unit"] == name and p["cgroup"]["scope"] == scope and (uid is None or p["cgroup"]["uid"] == uid)
+    )
+    main_pid = int(unit.get("MainPID") or 0)
+    if main_pid and main_pid not in pids:
+        pids.append(main_pid)
+    return pids
+
+
+def unit_record(unit, user, hazard, masked, inactive):
+    """The ``units`` entry of a judged unit: its state, and where the role masks or relocates it."""
+    tool = hazard["tool"]
+    name = hazard["unit"]
+    mask_dir = "/etc/systemd/system" if user is None else f"{user['home']}/.config/systemd/user"
+    low_dir = "/usr/local/lib/systemd/system" if user is None else f"{user['home']}/.local/share/systemd/user"
+    fragment = unit.get("FragmentPath") or ""
+    relocate = posixpath.dirname(fragment) == mask_dir and (os.path.isfile(fragment) or os.path.islink(fragment))
+    if relocate and os.path.islink(fragment) and os.path.realpath(fragment) == "/dev/null":
+        relocate = False
+    enabled = unit.get("UnitFileState") in _ENABLED_STATES
+    return {
+        "tool": tool,
+        "scope": hazard["scope"],
+        "user": None if user is None else user["name"],
+        "uid": None if user is None else user["uid"],
+        "unit": name,
+        "timers": [],
+        "manager_running": user is None or user["manager_running"],
+        "active_state": unit.get("ActiveState", ""),
+        "sub_state": unit.get("SubState", ""),
+        "unit_file_state": unit.get("UnitFileState", ""),
+        "masked": masked,
+        "masked_and_stopped": masked and inactive,
+        "restart": unit.get("Restart", ""),
+        "n_restarts": int(unit.get("NRestarts") or 0) if str(unit.get("NRestarts", "")).isdigit() else 0,
+        "fragment_path": fragment,
+        "mask_path": f"{mask_dir}/{name}",
+        "relocate_from": fragment if relocate else None,
+        "relocate_to": f"{low_dir}/{name}" if relocate else None,
+        "wants_links": unit.get("wants_links", []),
+        "configs": [],
+        "pids": [],
+        "overlaps_model_dir": hazard["overlaps_model_dir"],
+        "neutralised": hazard["neutralised"],
+        "run_in_exclude_mode": tool == "lsyncd" and (not inactive or masked or enabled),
+        "enable_in_exclude_mode": tool == "lsyncd" and (masked or enabled),
+    }
 
 
 def classify_argv(argv):
