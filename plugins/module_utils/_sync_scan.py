@@ -4,77 +4,30 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The host scan of sync_hazard_facts: what on this host could delete files in a model directory.
 
-``Scanner`` reads systemd units (system and user managers, dormant user units), processes, lsyncd configs,
-crontabs, tmpfiles.d, syncthing and unison profiles; the parsing and the lsyncd judgement are in
-``_syncers``, ``_lsyncd`` and ``_sync_paths``. ``summary_lines`` makes the readable summary.
+``Scanner`` judges what ``_sync_host`` reads (systemd units of every manager, processes, crontabs) together
+with lsyncd configs, tmpfiles.d, syncthing and unison profiles, and returns the facts. The parsing is in
+``_syncers``, the lsyncd judgement in ``_lsyncd``, path overlap in ``_sync_paths``. ``summary_lines`` makes
+the readable summary.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import glob
-import grp
 import os
 import posixpath
 import pwd
 import re
 import stat
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _lsyncd, _sync_paths, _syncers
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _lsyncd, _sync_host, _sync_paths, _syncers
 from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
-_SYSTEM_UNIT_DIRS = (
-    "/etc/systemd/system",
-    "/run/systemd/system",
-    "/run/systemd/generator.early",
-    "/run/systemd/generator",
-    "/run/systemd/generator.late",
-    "/usr/local/lib/systemd/system",
-    "/usr/lib/systemd/system",
-    "/lib/systemd/system",
-)
-_GLOBAL_USER_UNIT_DIRS = ("/etc/systemd/user", "/usr/local/lib/systemd/user", "/usr/lib/systemd/user")
-_SHOW_PROPERTIES = (
-    "Id",
-    "ExecStart",
-    "ExecStartPre",
-    "ExecStartPost",
-    "FragmentPath",
-    "UnitFileState",
-    "LoadState",
-    "ActiveState",
-    "SubState",
-    "Restart",
-    "MainPID",
-    "NRestarts",
-    "TriggeredBy",
-)
 _ENABLED_STATES = {"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "generated"}
-_MAX_SCRIPT_BYTES = 64 * 1024
-_CHUNK = 150
-
-
-def read_text(path, limit=_lsyncd.MAX_CONFIG_BYTES):
-    """File content as text (None if unreadable, not a regular file or larger than ``limit``)."""
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def user_name(uid):
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except (KeyError, TypeError):
-        return None
 
 
 class Scanner:
-    """Collects what is on the host; the parsing and the lsyncd judgement are in _syncers and _lsyncd."""
+    """Finds and judges every deleting syncer on the host (``scan``), then returns the facts (``facts``)."""
 
     def __init__(self, module):
         self.module = module
@@ -87,8 +40,8 @@ class Scanner:
         self.root = os.geteuid() == 0
         luac = module.get_bin_path("luac") or module.get_bin_path("luac5.4") or module.get_bin_path("luac5.3")
         self.validate = f"{luac} -p %s" if luac else None
-        self.users = self.select_users(params["users"])
-        self.boot_time = self.read_boot_time()
+        self.users = _sync_host.select_users(params["users"], self.root, self.warnings)
+        self.boot_time = _sync_host.read_boot_time()
         self.clock_ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.configs = {}  # path -> config record
         self.hazards = []
@@ -96,218 +49,11 @@ class Scanner:
         self.processes = []
         self.cron_lines = []
 
-    # -- users ------------------------------------------------------------------------------------------
-
-    def select_users(self, names):
-        if not self.root:
-            self.warnings.append("not root: only the current user's units and readable files were scanned")
-        if names:
-            chosen = [pwd.getpwnam(name) for name in names]
-        else:
-            lingering = (
-                set(os.listdir("/var/lib/systemd/linger")) if os.path.isdir("/var/lib/systemd/linger") else set()
-            )
-            running = {int(d) for d in os.listdir("/run/user") if d.isdigit()} if os.path.isdir("/run/user") else set()
-            chosen = [
-                p
-                for p in pwd.getpwall()
-                if p.pw_uid == 0 or 1000 <= p.pw_uid < 65534 or p.pw_name in lingering or p.pw_uid in running
-            ]
-        if not self.root:
-            chosen = [p for p in chosen if p.pw_uid == os.geteuid()]
-        users = []
-        seen = set()
-        for entry in chosen:
-            if entry.pw_uid in seen:
-                continue
-            seen.add(entry.pw_uid)
-            runtime = f"/run/user/{entry.pw_uid}"
-            users.append(
-                {
-                    "name": entry.pw_name,
-                    "uid": entry.pw_uid,
-                    "home": entry.pw_dir,
-                    "runtime_dir": runtime,
-                    "manager_running": os.path.exists(f"{runtime}/systemd/private"),
-                    "lingering": os.path.exists(f"/var/lib/systemd/linger/{entry.pw_name}"),
-                }
-            )
-        return users
-
-    @staticmethod
-    def read_boot_time():
-        text = read_text("/proc/stat", limit=1 << 22) or ""
-        match = re.search(r"^btime (\d+)$", text, re.MULTILINE)
-        return int(match.group(1)) if match else 0
-
     # -- systemd ----------------------------------------------------------------------------------------
 
     def systemctl(self, user):
         """systemctl for the system manager (``user`` None) or for ``user``'s manager."""
         return Systemctl(self.module, user, root=self.root)
-
-    def manager_units(self, user, systemctl):
-        """Units of one manager (None = system) as dicts from ``systemctl show``."""
-        where = "the system manager" if user is None else f"the user manager of {user['name']}"
-        names = set()
-        rc, out, err = systemctl.run("list-unit-files", "--type=service", "--no-legend", "--no-pager")
-        if rc != 0:
-            self.warnings.append(f"could not list the units of {where}: {err.strip() or out.strip()}")
-            return []
-        masked = set()
-        for line in out.splitlines():
-            fields = line.split()
-            if fields and fields[0].endswith(".service") and "@." not in fields[0]:
-                names.add(fields[0])
-                if len(fields) > 1 and fields[1].startswith("masked"):
-                    masked.add(fields[0])
-        rc, out, _err = systemctl.run("list-units", "--all", "--type=service", "--no-legend", "--no-pager", "--plain")
-        for line in out.splitlines() if rc == 0 else []:
-            fields = line.replace("\u25cf", " ").split()
-            if fields and fields[0].endswith(".service"):
-                names.add(fields[0])
-        units = []
-        ordered = sorted(names)
-        for start in range(0, len(ordered), _CHUNK):
-            chunk = ordered[start : start + _CHUNK]
-            args = ["show", "--no-pager", "-p", ",".join(_SHOW_PROPERTIES), "--", *chunk]
-            rc, out, err = systemctl.run(*args)
-            if rc != 0:
-                self.warnings.append(f"systemctl show failed for {where}: {err.strip()}")
-                continue
-            units.extend(_syncers.parse_systemctl_show(out))
-        for unit in units:
-            if unit.get("Id") in masked or unit.get("LoadState") == "masked":
-                unit["masked"] = True
-                self.fill_from_disk(unit, user)
-        return units
-
-    def unit_dirs(self, user):
-        if user is None:
-            return list(_SYSTEM_UNIT_DIRS)
-        home = user["home"]
-        return [
-            f"{home}/.config/systemd/user",
-            "/etc/systemd/user",
-            f"{user['runtime_dir']}/systemd/user",
-            f"{home}/.local/share/systemd/user",
-            *_GLOBAL_USER_UNIT_DIRS[1:],
-        ]
-
-    def specifiers(self, user):
-        if user is None:
-            return {"h": "/root", "u": "root", "U": "0", "t": "/run"}
-        return {"h": user["home"], "u": user["name"], "U": str(user["uid"]), "t": user["runtime_dir"]}
-
-    def fill_from_disk(self, unit, user):
-        """A masked unit shows no ExecStart: read it from the unit file below the mask."""
-        name = unit.get("Id")
-        for directory in self.unit_dirs(user):
-            path = posixpath.join(directory, name)
-            if os.path.islink(path) and os.path.realpath(path) == "/dev/null":
-                continue
-            text = read_text(path)
-            if text is None:
-                continue
-            service = _syncers.parse_unit_file(text).get("Service", {})
-            unit["ExecStart"] = [
-                _syncers.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
-            ]
-            unit["FragmentPath"] = path
-            unit["Restart"] = (service.get("Restart") or [""])[-1]
-            return
-        script = f"/etc/init.d/{name[: -len('.service')]}"
-        if user is None and name.endswith(".service") and os.path.isfile(script):
-            # systemd-sysv-generator writes no unit for a masked init script: the script is what would run.
-            unit["ExecStart"] = [[script, "start"]]
-            unit["FragmentPath"] = ""
-
-    def dormant_user_units(self, user):
-        """User units on disk of a user whose manager is not running (they start at the next login)."""
-        units = []
-        config_dir = f"{user['home']}/.config/systemd/user"
-        for directory in (config_dir, f"{user['home']}/.local/share/systemd/user"):
-            for path in sorted(glob.glob(f"{directory}/*.service")):
-                name = posixpath.basename(path)
-                if os.path.islink(path) and os.path.realpath(path) == "/dev/null":
-                    continue
-                text = read_text(path)
-                if text is None or any(u["Id"] == name for u in units):
-                    continue
-                service = _syncers.parse_unit_file(text).get("Service", {})
-                mask = f"{config_dir}/{name}"
-                masked = os.path.islink(mask) and os.path.realpath(mask) == "/dev/null"
-                wants = sorted(
-                    link
-                    for link in glob.glob(f"{config_dir}/*.wants/{name}") + glob.glob(f"{config_dir}/*.requires/{name}")
-                    if os.path.islink(link)
-                )
-                units.append(
-                    {
-                        "Id": name,
-                        "ExecStart": [
-                            _syncers.unit_exec_argv(v, self.specifiers(user)) for v in service.get("ExecStart", [])
-                        ],
-                        "FragmentPath": path,
-                        "UnitFileState": "masked" if masked else ("enabled" if wants else "disabled"),
-                        "ActiveState": "inactive",
-                        "SubState": "dead",
-                        "Restart": (service.get("Restart") or ["no"])[-1],
-                        "MainPID": "0",
-                        "TriggeredBy": "",
-                        "masked": masked,
-                        "wants_links": wants,
-                    }
-                )
-        return units
-
-    # -- processes --------------------------------------------------------------------------------------
-
-    def processes_now(self):
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            base = f"/proc/{entry}"
-            try:
-                with open(f"{base}/cmdline", "rb") as handle:
-                    raw = handle.read(65536)
-            except OSError:
-                continue
-            argv = [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
-            if not argv:
-                continue
-            tool = classify_argv(argv)
-            if tool is None:
-                continue
-            status = read_text(f"{base}/status", limit=1 << 16) or ""
-            uid_match = re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE)
-            uid = int(uid_match.group(1)) if uid_match else None
-            cgroup = _syncers.cgroup_unit(read_text(f"{base}/cgroup", limit=1 << 16) or "")
-            try:
-                cwd = os.readlink(f"{base}/cwd")
-            except OSError:
-                cwd = None
-            found.append(
-                {
-                    "pid": int(entry),
-                    "argv": argv,
-                    "tool": tool,
-                    "uid": uid,
-                    "user": user_name(uid),
-                    "cgroup": cgroup,
-                    "cwd": cwd,
-                    "started": self.process_start(entry),
-                }
-            )
-        return found
-
-    def process_start(self, pid):
-        text = read_text(f"/proc/{pid}/stat", limit=1 << 16) or ""
-        fields = text.rpartition(")")[2].split()
-        if len(fields) < 20 or not self.boot_time:
-            return None
-        return self.boot_time + int(fields[19]) / float(self.clock_ticks)
 
     # -- lsyncd configs ---------------------------------------------------------------------------------
 
@@ -320,7 +66,7 @@ class Scanner:
             return self.configs[path]
         record = {"path": path, "exists": False, "origins": [origin]}
         self.configs[path] = record
-        text = read_text(path)
+        text = _sync_host.read_text(path)
         if text is None:
             record["exists"] = os.path.exists(path)
             record["problems"] = ["unreadable or not a regular file"] if record["exists"] else []
@@ -337,8 +83,8 @@ class Scanner:
         record.update(
             {
                 "exists": True,
-                "owner": user_name(info.st_uid) or str(info.st_uid),
-                "group": group_name(info.st_gid),
+                "owner": _sync_host.user_name(info.st_uid) or str(info.st_uid),
+                "group": _sync_host.group_name(info.st_gid),
                 "mode": f"{stat.S_IMODE(info.st_mode):04o}",
                 "mtime": info.st_mtime,
                 "syncs": syncs,
@@ -355,11 +101,11 @@ class Scanner:
         return record
 
     def standard_configs(self):
-        paths = sorted(p for p in glob.glob("/etc/lsyncd/*") if os.path.isfile(p) and not is_backup(p))
+        paths = sorted(p for p in glob.glob("/etc/lsyncd/*") if os.path.isfile(p) and not _sync_host.is_backup(p))
         paths += [p for p in ("/etc/lsyncd.conf", "/etc/lsyncd.conf.lua") if os.path.isfile(p)]
         for user in self.users:
             paths += [f"{user['home']}/.lsyncd.conf.lua", f"{user['home']}/.lsyncd.conf"]
-            paths += sorted(p for p in glob.glob(f"{user['home']}/.config/lsyncd/*") if not is_backup(p))
+            paths += sorted(p for p in glob.glob(f"{user['home']}/.config/lsyncd/*") if not _sync_host.is_backup(p))
         paths += self.extra_configs
         for path in paths:
             if os.path.exists(path) or path in self.extra_configs:
@@ -433,16 +179,16 @@ class Scanner:
         managers = []
         system = self.systemctl(None)
         if system.available and os.path.isdir("/run/systemd/system"):
-            managers.append((None, self.manager_units(None, system)))
+            managers.append((None, _sync_host.manager_units(None, system, self.warnings)))
         for user in self.users:
             systemctl = self.systemctl(user)
             if user["manager_running"] and systemctl.available:
-                managers.append((user, self.manager_units(user, systemctl)))
+                managers.append((user, _sync_host.manager_units(user, systemctl, self.warnings)))
             else:
-                managers.append((user, self.dormant_user_units(user)))
-        processes = self.processes_now()
+                managers.append((user, _sync_host.dormant_user_units(user)))
+        processes = _sync_host.processes_now(self.boot_time, self.clock_ticks)
         self.standard_configs()
-        crons = self.crontabs()
+        crons = _sync_host.crontabs()
 
         claimed = set()
         for user, units in managers:
@@ -476,8 +222,8 @@ class Scanner:
     def judge_unit(self, user, unit, processes, claimed):
         name = unit.get("Id", "")
         argv_list = [a for key in ("ExecStart", "ExecStartPre", "ExecStartPost") for a in unit.get(key, [])]
-        argv_list += self.script_commands(argv_list)
-        tool = next((t for t in (classify_argv(a) for a in argv_list) if t), None)
+        argv_list += _sync_host.script_commands(argv_list)
+        tool = next((t for t in (_sync_host.classify_argv(a) for a in argv_list) if t), None)
         if tool is None and re.match(r"^(syncthing|unison)", name):
             tool = name.split("@")[0].split(".")[0].split("-")[0]
         if not self.wanted(tool):
@@ -561,25 +307,13 @@ class Scanner:
                 }
             )
 
-    def crontabs(self):
-        entries = []
-        system = ["/etc/crontab"] + sorted(glob.glob("/etc/cron.d/*"))
-        for path in system:
-            for entry in _syncers.parse_crontab(read_text(path) or "", system=True):
-                entries.append({**entry, "file": path})
-        for path in sorted(glob.glob("/var/spool/cron/crontabs/*")):
-            owner = posixpath.basename(path)
-            for entry in _syncers.parse_crontab(read_text(path) or "", owner=owner):
-                entries.append({**entry, "file": path})
-        return entries
-
     def judge_cron(self, entry):
         words = _syncers.shell_words(entry["command"])
-        commands = [words, *self.script_commands([words])]
-        tool = next((t for t in (classify_argv(c) for c in commands) if t), None)
+        commands = [words, *_sync_host.script_commands([words])]
+        tool = next((t for t in (_sync_host.classify_argv(c) for c in commands) if t), None)
         if not self.wanted(tool):
             return
-        owner = pwd_entry(entry["user"])
+        owner = _sync_host.pwd_entry(entry["user"])
         label = f"{entry['file']}:{entry['line_no']}"
         if tool == "lsyncd":
             configs, cmdline = self.lsyncd_syncs(
@@ -656,7 +390,7 @@ class Scanner:
                 roots = [a for a in argv[1:] if a.startswith(("/", "ssh://", "socket://"))]
                 if not roots and user:
                     profile = next((a for a in argv[1:] if not a.startswith("-")), "default")
-                    roots = _syncers.unison_roots(read_text(f"{user['home']}/.unison/{profile}.prf") or "")
+                    roots = _syncers.unison_roots(_sync_host.read_text(f"{user['home']}/.unison/{profile}.prf") or "")
                 for root in roots:
                     host, path = _syncers.unison_root_path(root)
                     paths.append({"host": host, "path": path})
@@ -668,22 +402,6 @@ class Scanner:
             details.append("syncthing (see its folders)")
         return sorted(set(reached)), bool(paths) or None, paths, "; ".join(details)
 
-    def script_commands(self, commands):
-        """Commands inside small shell scripts run by ``commands`` (a unit's ExecStart, a cron line)."""
-        found = []
-        for argv in commands:
-            for word in argv[:3]:
-                if not word.startswith("/") or posixpath.basename(word) in {"sh", "bash", "dash", "env"}:
-                    continue
-                text = read_text(word, limit=_MAX_SCRIPT_BYTES)
-                if text is None or "\0" in text:
-                    continue
-                for raw in text.splitlines():
-                    line = raw.strip()
-                    if line and not line.startswith("#") and classify_argv(_syncers.shell_words(line)):
-                        found.append(_syncers.shell_words(line))
-        return found
-
     def user_record(self, name):
         return next((u for u in self.users if u["name"] == name), None)
 
@@ -694,7 +412,7 @@ class Scanner:
                 chosen[posixpath.basename(path)] = path  # later directories override earlier ones
         entries = []
         for path in sorted(chosen.values()):
-            for entry in _syncers.parse_tmpfiles(read_text(path) or ""):
+            for entry in _syncers.parse_tmpfiles(_sync_host.read_text(path) or ""):
                 entries.append({**entry, "file": path})
         ignored = [e["path"] for e in entries if e["base_type"] in {"x", "X"}]
         for entry in entries:
@@ -731,7 +449,7 @@ class Scanner:
         homes = [(u["name"], u["home"]) for u in self.users] + [("syncthing", "/var/lib/syncthing")]
         for name, home in homes:
             for path in (f"{home}/.config/syncthing/config.xml", f"{home}/.local/state/syncthing/config.xml"):
-                text = read_text(path)
+                text = _sync_host.read_text(path)
                 if text is None:
                     continue
                 for folder in _syncers.syncthing_folders(text):
@@ -759,7 +477,7 @@ class Scanner:
         running_users = {p["user"] for p in processes if p["tool"] == "unison"}
         for user in self.users:
             for path in sorted(glob.glob(f"{user['home']}/.unison/*.prf")):
-                roots = _syncers.unison_roots(read_text(path) or "")
+                roots = _syncers.unison_roots(_sync_host.read_text(path) or "")
                 reached = []
                 paths = []
                 for root in roots:
@@ -800,11 +518,6 @@ class Scanner:
             "summary": "\n".join(lines),
             "warnings": self.warnings,
         }
-
-
-def is_backup(path):
-    """Editor, dpkg and ansible backup copies are not configs anything runs."""
-    return path.endswith(("~", ".dpkg-old", ".dpkg-dist", ".dpkg-new", ".bak", ".orig"))
 
 
 def unit_pids(unit, scope, uid, processes):
@@ -859,36 +572,6 @@ def unit_record(unit, user, hazard, masked, inactive):
         "run_in_exclude_mode": tool == "lsyncd" and (not inactive or masked or enabled),
         "enable_in_exclude_mode": tool == "lsyncd" and (masked or enabled),
     }
-
-
-def classify_argv(argv):
-    """Which deleting syncer a command line runs: lsyncd, rsync (with a delete option), syncthing, unison."""
-    if _lsyncd.is_lsyncd_argv(argv):
-        return "lsyncd"
-    if _syncers.rsync_deletes(argv):
-        return "rsync"
-    for word in argv[:3]:
-        base = posixpath.basename(word)
-        if base == "syncthing":
-            return "syncthing"
-        if base == "unison" or base.startswith("unison-"):
-            return "unison"
-    return None
-
-
-def group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def pwd_entry(name):
-    try:
-        entry = pwd.getpwnam(name)
-    except (KeyError, TypeError):
-        return None
-    return {"name": entry.pw_name, "home": entry.pw_dir, "uid": entry.pw_uid}
 
 
 def glob_relation(pattern, model_dir):

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_scan, _syncers
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_host, _sync_scan, _syncers
 from ansible_collections.llamarpc.cluster.plugins.modules import sync_hazard_facts as shf
 
 MODELS = "/data/home/pool/work/models"
@@ -229,18 +229,18 @@ def host(monkeypatch):
         sysconf=lambda name: 100,
         readlink=lambda p: "/",
     )
-    monkeypatch.setattr(_sync_scan, "os", fake_os)
-    monkeypatch.setattr(_sync_scan, "glob", SimpleNamespace(glob=fs.glob))
-    monkeypatch.setattr(
-        _sync_scan,
-        "pwd",
-        SimpleNamespace(getpwall=lambda: list(entries.values()), getpwnam=getpwnam, getpwuid=getpwuid),
-    )
-    monkeypatch.setattr(
-        _sync_scan, "grp", SimpleNamespace(getgrgid=lambda gid: SimpleNamespace(gr_name=getpwuid(gid).pw_name))
-    )
-    monkeypatch.setattr(_sync_scan, "read_text", lambda path, limit=0: fs.content(path))
-    monkeypatch.setattr(_sync_scan.Scanner, "processes_now", lambda self: copy.deepcopy(processes))
+    fakes = {
+        "os": fake_os,
+        "glob": SimpleNamespace(glob=fs.glob),
+        "pwd": SimpleNamespace(getpwall=lambda: list(entries.values()), getpwnam=getpwnam, getpwuid=getpwuid),
+        "grp": SimpleNamespace(getgrgid=lambda gid: SimpleNamespace(gr_name=getpwuid(gid).pw_name)),
+    }
+    for module in (_sync_host, _sync_scan):
+        for name, fake in fakes.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, fake)
+    monkeypatch.setattr(_sync_host, "read_text", lambda path, limit=0: fs.content(path))
+    monkeypatch.setattr(_sync_host, "processes_now", lambda *_args: copy.deepcopy(processes))
     monkeypatch.setattr(
         basic.AnsibleModule,
         "get_bin_path",
