@@ -127,3 +127,45 @@ def ratio(predicted, measured):
     if not measured:
         return None
     return predicted / measured
+
+
+#: llama.cpp offers a weight tensor over this size to an RPC worker by its hash first (ggml-rpc.cpp HASH_THRESHOLD);
+#: a worker started with ``-c`` answers it from its cache, else receives the bytes and caches them.
+HASH_THRESHOLD = 10 << 20
+
+
+def load_seconds(
+    *,
+    local_bytes,
+    sshfs_bytes,
+    hashed_bytes,
+    offers,
+    sent_bytes,
+    disk_rate,
+    sshfs_rate,
+    hash_rate,
+    link_rate,
+    rtt,
+):
+    """Seconds llama-server spends loading a model onto its RPC workers, term by term.
+
+    It reads every weight (``local_bytes`` from its own disk at ``disk_rate``, ``sshfs_bytes`` over SSHFS at
+    ``sshfs_rate``), hashes the ``hashed_bytes`` of the weight tensors over HASH_THRESHOLD bound for a worker
+    (``hash_rate``), offers each of them by hash (``offers`` synchronous round trips of ``rtt``), and sends the
+    ``sent_bytes`` the workers lack over its link (``link_rate``; a worker on its own host is loopback, not counted).
+    One tensor after another, so the terms add up. Rates in bytes/s, ``rtt`` in seconds."""
+    terms = {
+        "read_local": local_bytes / disk_rate,
+        "read_sshfs": sshfs_bytes / sshfs_rate if sshfs_bytes else 0.0,
+        "hash": hashed_bytes / hash_rate,
+        "offer": offers * rtt,
+        "send": sent_bytes / link_rate,
+    }
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+def seed_seconds(worker_bytes, disk_rate, hash_rate):
+    """Seconds to fill every worker's tensor cache from its own copy of the shards, the workers in parallel: each
+    reads its tensors, hashes them and writes the cache files (the read and the write share its disk)."""
+    return max((size * (2 / disk_rate + 1 / hash_rate) for size in worker_bytes), default=0.0)

@@ -112,3 +112,27 @@ def test_rpc_token_seconds_names_its_terms():
     # Each worker pays it: a third worker costs a third worker's exchanges, at equal compute.
     two, three = _bench(2)["network_seconds"], _bench(3)["network_seconds"]
     assert three - two == pytest.approx(2 * pm.RPC_CALL_SECONDS)
+
+
+def test_load_seconds_adds_its_terms():
+    terms = pm.load_seconds(
+        local_bytes=2 * GB,
+        sshfs_bytes=1 * GB,
+        hashed_bytes=3 * GB,
+        offers=100,
+        sent_bytes=1.2 * GB,
+        disk_rate=0.2 * GB,
+        sshfs_rate=0.01 * GB,
+        hash_rate=1 * GB,
+        link_rate=0.012 * GB,
+        rtt=0.001,
+    )
+    assert terms == pytest.approx(
+        {"read_local": 10, "read_sshfs": 100, "hash": 3, "offer": 0.1, "send": 100, "total": 213.1}
+    )
+
+
+def test_seeding_runs_the_workers_in_parallel():
+    # Each worker reads, hashes and writes its own bytes; the slowest (largest) one sets the time.
+    assert pm.seed_seconds([1 * GB, 3 * GB], 0.2 * GB, 1 * GB) == pytest.approx(3 * (2 / 0.2 + 1))
+    assert pm.seed_seconds([], 0.2 * GB, 1 * GB) == 0
