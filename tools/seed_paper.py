@@ -70,7 +70,8 @@ LOOPBACK_RTT = 0.0001
 
 
 def vms(count, gib):
-    """``count`` VMs of ``gib`` GiB as node_memory_facts sees a Debian guest (as in tests/unit/tools)."""
+    """``count`` VMs of ``gib`` GiB as node_memory_facts sees a Debian guest: MemTotal about 250 MiB under the RAM
+    (the kernel's reservations), MemAvailable about 450 MiB under MemTotal (systemd, sshd, the worker)."""
     total = int(gib * GIB) - (250 << 20)
     return [
         {

@@ -15,6 +15,7 @@ from pathlib import Path
 import gguf
 import pytest
 import seed_gguf
+from seed_paper import vms
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf_header
@@ -32,22 +33,6 @@ HEADROOM, OVERHEAD = 512 << 20, 128 << 20
 def seed(tmp_path_factory):
     out = seed_gguf.write(tmp_path_factory.mktemp("seed"))
     return {"out": out, "summary": planner.summarize(gguf_header.read_model(out["files"][0]["path"]))}
-
-
-def vms(count, gib):
-    """``count`` VMs of ``gib`` GiB of RAM as node_memory_facts sees them on a Debian guest: MemTotal about 250 MiB
-    under the RAM (the kernel's reservations), MemAvailable about 450 MiB under MemTotal (systemd, sshd, the worker)."""
-    total = int(gib * GIB) - (250 << 20)
-    return [
-        {
-            "name": f"node{index}",
-            "endpoint": f"10.0.0.{index}:50052",
-            "mem_available": total - (450 << 20),
-            "mem_total": total,
-            "state": "ready",
-        }
-        for index in range(1, count + 1)
-    ]
 
 
 def plan(seed, workers, ctx_size=SEED_CTX, **options):
