@@ -4,6 +4,7 @@ reads it (backslash continuations, comments, one command per Exec line): shared 
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import jinja2
@@ -56,3 +57,11 @@ def directives(text):
 def commands(text, key):
     """The argv of every ``key`` line (ExecStart, ExecStartPre), in order."""
     return [shlex.split(value) for name, value in directives(text) if name == key]
+
+
+def build_hasher(out_dir):
+    """The verifier's helper compiled as the role compiles it on the host; its path."""
+    out = Path(out_dir) / "llamarpc-fnv1a"
+    source = ROLE / "files" / "llamarpc_fnv1a.cpp"
+    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
+    return str(out)
