@@ -185,10 +185,10 @@ def test_a_bad_cache_file_is_removed_before_the_start_and_the_output_stays_right
     assert victim.exists()
 
     unit.start()
-    assert f"{victim}: removed, its bytes hash to" in unit.pre_output
-    assert f"{CACHED_TENSORS - 1} file(s) verified, 1 removed" in unit.pre_output
     assert unit.load(bin_dir, model, "verified") == single
     unit.stop()
+    assert f"{victim}: removed, its bytes hash to" in unit.pre_output
+    assert f"{CACHED_TENSORS - 1} file(s) verified, 1 removed" in unit.pre_output
     # The coordinator sent the tensor again, and the worker cached it again: whole, under its name.
     assert unit.files() == cached
     assert subprocess.run([hasher, str(victim)], capture_output=True, text=True, check=True).stdout.split()[0] == (
