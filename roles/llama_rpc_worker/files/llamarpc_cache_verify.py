@@ -13,7 +13,7 @@ name. Any other entry is removed (a directory is only reported) and each removal
 only a cache miss, the coordinator sends it again.
 
 PROGRAM (llamarpc-fnv1a, built on the host) prints "<hash>  <path>" for each path it is given; without it, or if it
-is missing, the hashes are computed here in Python (about 300 times slower). Exit status 1 when a bad entry
+is missing, the hashes are computed here in Python (over 100 times slower). Exit status 1 when a bad entry
 cannot be removed: the worker must not start then.
 """
 

@@ -5,7 +5,7 @@
 // llamarpc-fnv1a FILE...: print "<FNV-1a 64 as 16 lower-case hex digits>  FILE" for each file, the hash llama.cpp's
 // RPC tensor cache names its files by (ggml-rpc.cpp fnv_hash: offset 0xcbf29ce484222325, prime 0x100000001b3).
 // A file that cannot be read prints "-  FILE" and a reason on stderr, and the exit status is 1.
-// Built on the worker by the llama_rpc_worker role (g++ -O2); the pure-Python verifier is about 300 times slower.
+// Built on the worker by the llama_rpc_worker role (g++ -O2); hashing in Python is over 100 times slower.
 #include <cerrno>
 #include <cinttypes>
 #include <cstdint>
