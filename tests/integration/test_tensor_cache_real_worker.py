@@ -20,11 +20,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_real_model_identity import Process, bin_dir, server, wait_ready  # noqa: F401 (bin_dir is a fixture)
+import test_real_model_identity as identity
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
 
 pytestmark = pytest.mark.needs_llama
+bin_dir = identity.bin_dir  # its fixture: the llama.cpp build to run
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
@@ -74,7 +75,7 @@ def greedy(port):
 
 
 def run_server(bin_dir, model, workdir, name, *extra):  # noqa: F811 (the fixture's value)
-    started, port = server(bin_dir, model, workdir, name, *extra)
+    started, port = identity.server(bin_dir, model, workdir, name, *extra)
     try:
         return greedy(port)
     finally:
@@ -122,8 +123,8 @@ class Unit:
             self.pre_output += done.stdout
         (argv,) = worker_unit.commands(self.text, "ExecStart")
         assert "-c" in argv
-        self.worker = Process(argv, self.workdir, "worker")
-        wait_ready(self.worker, self.port)
+        self.worker = identity.Process(argv, self.workdir, "worker")
+        identity.wait_ready(self.worker, self.port)
 
     def stop(self):
         if self.worker:
