@@ -85,6 +85,8 @@ class ActionModule(ActionBase):
         result.update(applied)
         result.pop("invocation", None)
         result.update(self._summary(args, host, shards, placement, planned, reports, request, source_info))
+        if applied.get("diff") and result.get("diff"):  # the host's repairs of corrupt shards, after the placement
+            result["diff"] = [result["diff"], applied["diff"]]
         for key in ("fetched", "verified", "refetched", "actions"):
             result.setdefault(key, [])
         return result
