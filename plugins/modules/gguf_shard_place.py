@@ -20,6 +20,12 @@ description:
     every host fails before anything is downloaded.
   - Each host downloads its own shards; an interrupted download resumes (C(NAME.partial), HTTP C(Range)); every shard
     is verified (size and sha256), made read-only and renamed into place. A rerun changes nothing.
+  - A corrupt shard of the right size is repaired in its own file (same inode) from its source - by C(Range) from a
+    URL or the hub, or from the controller file - writing only the blocks that differ, then verified. That needs no
+    room for a second copy (a nearly full disk), and a process holding the file open (sftp-server behind the
+    coordinator's SSHFS mount) reads the repaired bytes. A killed repair resumes (C(NAME.repair.json)). A corrupt
+    shard of the wrong size is replaced by a verified download when there is room for one, else rewritten in place
+    when there is room for its growth, else the task fails and changes nothing.
   - Run it on every candidate host at once (C(forks) at least the batch size; not with the free strategy), or on the
     coordinator alone with O(candidates).
 author:
@@ -170,16 +176,22 @@ options:
 notes:
   - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its final
     name before it is verified.
-  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as C(redundant).
-    Partial downloads of shards planned for another host are removed.
+  - Nothing here deletes a complete shard, nor a corrupt one (it is repaired in place or replaced by the rename of a
+    verified copy); a copy on a host that the plan does not use is reported as C(redundant). Partial downloads of
+    shards planned for another host are removed.
+  - A failed fetch or repair says what was kept and what to do; when the disk is full it names the deleted files that
+    processes still hold open there (their blocks stay allocated until they close them).
+  - On a copy-on-write filesystem (btrfs) an in-place repair allocates new blocks for what it rewrites; only the
+    differing blocks are rewritten.
   - The sidecar records the ETag; when the source changes (new ETag) a partial download starts over.
   - The plan, verification, ownership, the progress file and the two ways to run it, in detail - C(docs/modules.md).
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:
-    details: Gathers free space, plans and reports what would be fetched, resumed, re-verified or linked.
+    details: Gathers free space, plans and reports what would be fetched, resumed, repaired, re-verified or linked.
   diff_mode:
-    details: The placement of every shard before (where it is now) and after (the plan).
+    details: The placement of every shard before (where it is now) and after (the plan); then, per host with corrupt
+      shards, each one (before) and how it is repaired (after).
 seealso:
   - module: llamarpc.cluster.sshfs_masked_mount
 """
@@ -274,10 +286,17 @@ verified:
   type: list
   elements: str
 refetched:
-  description: Shards found corrupt (wrong size or sha256) on this host and fetched again.
+  description: Shards found corrupt (wrong size or sha256) on this host, and repaired or fetched again.
   returned: always
   type: list
   elements: str
+repaired:
+  description: Shards repaired in their own file (same inode) by this run, with the bytes rewritten (only the blocks
+    that differed from the source).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: m-00001-of-00002.gguf, rewritten: 1048576}]
 links:
   description: On the coordinator, symlink name to target for the shards on other hosts.
   returned: always

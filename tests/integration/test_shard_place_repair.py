@@ -225,6 +225,13 @@ def test_a_killed_repair_resumes_by_range(tmp_path, model, nginx, disk):  # noqa
     damage(path, 4096)
     damage(path, shard["size"] - 4096)  # still corrupt when the run is killed midway
     inode = path.stat().st_ino
+    # The llama_model role's way (the coordinator drives its candidates): check mode's diff names host and repair.
+    _code, checked, _out = run_play(
+        tmp_path, hosts, task_for(model, nginx, candidates=["a"]), "--check", "--diff", "--limit", "a"
+    )
+    repairs = [part for part in checked["a"]["diff"] if part["before_header"].startswith("a: ")]
+    assert repairs and repairs[0]["after"] == f"{shard['name']}: repaired in its own inode\n", checked["a"]["diff"]
+    assert checked["a"]["per_host"]["a"]["actions"] == [f"repair {shard['name']} in place"]
     inventory, play = write_play(tmp_path, hosts, task_for(model, nginx))
     env = {
         **os.environ,
