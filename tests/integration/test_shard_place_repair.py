@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 from test_shard_place_url import (  # noqa: F401 - model and nginx are fixtures used by name
-    PLAYBOOK,
     REPO,
     free_port,
     kill_tree,
@@ -32,8 +31,8 @@ from test_shard_place_url import (  # noqa: F401 - model and nginx are fixtures 
     nginx,
     run_play,
     sha256,
+    start_play,
     urls_of,
-    write_play,
 )
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
@@ -162,8 +161,10 @@ def gets(nginx):  # noqa: F811
     return nginx["access_log"].read_text(encoding="utf-8").count("GET ")
 
 
-def place_from_controller(tmp_path, hosts, model):  # noqa: F811
-    """Place the shards from controller files (fast: no rate limit); the repair then takes them from nginx."""
+def corrupt_on_a_full_disk(tmp_path, model, disk):  # noqa: F811
+    """Shard 1 placed from the controller file (fast: no rate limit; repairs take it from a URL), the disk filled until
+    less than a quarter of the shard is free, 16 bytes at 4096 overwritten: ``(hosts, shard, path)``."""
+    hosts = {"a": disk}
     task = {
         "model_dir": f"{{{{ disk }}}}/{MODEL_DIR}",
         "coordinator": "a",
@@ -172,6 +173,11 @@ def place_from_controller(tmp_path, hosts, model):  # noqa: F811
         "mount_root": "/mnt/llamarpc-test",
     }
     run_play(tmp_path, hosts, task)
+    shard = model["files"][0]
+    path = disk / MODEL_DIR / shard["name"]
+    fill(disk, shard["size"] // 4)
+    damage(path, 4096)
+    return hosts, shard, path
 
 
 def test_a_corrupt_shard_on_a_nearly_full_disk_held_open_by_sftp_server_is_repaired(tmp_path, model, nginx, disk):  # noqa: F811
@@ -217,12 +223,7 @@ def test_a_corrupt_shard_on_a_nearly_full_disk_held_open_by_sftp_server_is_repai
 
 
 def test_a_killed_repair_resumes_by_range(tmp_path, model, nginx, disk):  # noqa: F811
-    hosts = {"a": disk}
-    place_from_controller(tmp_path, hosts, model)
-    shard = model["files"][0]
-    path = disk / MODEL_DIR / shard["name"]
-    fill(disk, shard["size"] // 4)
-    damage(path, 4096)
+    hosts, shard, path = corrupt_on_a_full_disk(tmp_path, model, disk)
     damage(path, shard["size"] - 4096)  # still corrupt when the run is killed midway
     inode = path.stat().st_ino
     # The llama_model role's way (the coordinator drives its candidates): check mode's diff names host and repair.
@@ -232,20 +233,7 @@ def test_a_killed_repair_resumes_by_range(tmp_path, model, nginx, disk):  # noqa
     repairs = [part for part in checked["a"]["diff"] if part["before_header"].startswith("a: ")]
     assert repairs and repairs[0]["after"] == f"{shard['name']}: repaired in its own inode\n", checked["a"]["diff"]
     assert checked["a"]["per_host"]["a"]["actions"] == [f"repair {shard['name']} in place"]
-    inventory, play = write_play(tmp_path, hosts, task_for(model, nginx))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-    }
-    proc = subprocess.Popen(
-        [str(PLAYBOOK), "-i", str(inventory), str(play)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start_play(tmp_path, hosts, task_for(model, nginx))
     sidecar = Path(f"{path}{sf.REPAIR}")
     deadline = time.monotonic() + 300
     while (sf.read_json(str(sidecar)) or {}).get("done", 0) < (2 << 20):
@@ -264,12 +252,7 @@ def test_a_killed_repair_resumes_by_range(tmp_path, model, nginx, disk):  # noqa
 
 
 def test_no_reachable_source_keeps_the_corrupt_shard_and_says_what_to_do(tmp_path, model, disk):  # noqa: F811
-    hosts = {"a": disk}
-    place_from_controller(tmp_path, hosts, model)
-    shard = model["files"][0]
-    path = disk / MODEL_DIR / shard["name"]
-    fill(disk, shard["size"] // 4)
-    damage(path, 4096)
+    hosts, shard, path = corrupt_on_a_full_disk(tmp_path, model, disk)
     before, inode, room = path.read_bytes(), path.stat().st_ino, free(disk)
     dead = f"http://127.0.0.1:{free_port()}"
     urls = urls_of(model, {"base": dead})
