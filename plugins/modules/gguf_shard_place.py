@@ -500,8 +500,9 @@ def _apply_locked(module, params, result):
         # A corrupt shard is never unlinked: it is repaired in its own inode (see _repair_in_place), or replaced by
         # the rename of a verified copy, so a failed fetch leaves things as they were.
         if corrupt:
-            _save_manifest(manifest_path, manifest, manifest_before)  # a killed repair must not be trusted later
-            manifest_before = dict(manifest)
+            with contextlib.suppress(OSError):  # a full disk: the repair sidecar still marks the file untrusted
+                _save_manifest(manifest_path, manifest, manifest_before)  # a killed repair must not be trusted later
+                manifest_before = dict(manifest)
         started = time.monotonic()
         progress = _shard_fetch.Progress(progress_path, name, int(shard["size"]), start)
         fetch_args = {
@@ -635,7 +636,7 @@ def _failure(exc, model_dir, shard, corrupt, in_place):
         kept = f"The corrupt {name} was kept (it is replaced only by a verified copy)."
     else:
         kept = "The bytes received so far are kept; the next run resumes."
-    return f"{what}. {kept} {todo}"
+    return f"{what.rstrip('.')}. {kept} {todo}"
 
 
 def _save_manifest(path, manifest, before):
