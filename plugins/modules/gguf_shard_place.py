@@ -472,6 +472,11 @@ def _apply_locked(module, params, result):
                 if _shard_fetch.give_to_directory_owner(path, check=check):
                     result["actions"].append("chown {} {}:{}".format(name, *_shard_fetch.owner_of(model_dir)))
                     result["changed"] = True
+                if os.path.exists(path + _shard_fetch.REPAIR):  # a killed repair that had already mended the file
+                    result["actions"].append(f"remove {name}{_shard_fetch.REPAIR} (the shard verifies)")
+                    result["changed"] = True
+                    if not check:
+                        os.unlink(path + _shard_fetch.REPAIR)
                 continue
             corrupt = True
             manifest.pop(name, None)

@@ -509,3 +509,13 @@ def test_a_root_owned_model_directory_keeps_root_files(run_module, server, tmp_p
     run_module(gguf_shard_place, args)
     me = (os.geteuid(), os.getegid())
     assert sf.owner_of(tmp_path / "models") == me and sf.owner_of(tmp_path / "models" / NAME) == me
+
+
+def test_a_repair_sidecar_makes_the_shard_hashed_whatever_the_manifest_says(run_module, placed):
+    """A repair killed before the manifest lost its entry (or with the mtime put back) is not trusted."""
+    args, path = placed
+    sf.write_json(str(path) + sf.REPAIR, {"size": len(DATA), "sha256": SHA, "etag": '"v1"', "done": 4096})
+    outcome = run_module(gguf_shard_place, args)
+    assert outcome.result["verified"] == [NAME] and not os.path.exists(str(path) + sf.REPAIR)
+    assert outcome.result["actions"] == [f"remove {NAME}{sf.REPAIR} (the shard verifies)"]
+    assert run_module(gguf_shard_place, args).result["verified"] == []
