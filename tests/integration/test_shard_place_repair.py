@@ -23,20 +23,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_shard_place_url import (  # noqa: F401 - model and nginx are fixtures used by name
-    REPO,
-    free_port,
-    kill_tree,
-    model,
-    nginx,
-    run_play,
-    sha256,
-    start_play,
-    urls_of,
-)
+import test_shard_place_url as url_tests
+from test_shard_place_url import REPO, free_port, kill_tree, run_play, sha256, start_play, urls_of
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
 
+model = url_tests.model  # the tiny model and its nginx, as the URL tests have them
+nginx = url_tests.nginx
 SFTP_CACHE = REPO / ".cache" / "sftp-server"
 DISK_MB = 24
 MODEL_DIR = "models/tiny"
