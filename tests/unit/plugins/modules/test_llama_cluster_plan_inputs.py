@@ -1,5 +1,6 @@
-"""llama_cluster_plan from the raw inputs the llama_coordinator role gathers: the candidates, the serving state and the
-deployed record with whether it must be rewritten (was Jinja in the role's plan.yml, vars/main.yml and configure.yml)."""
+"""llama_cluster_plan from the raw inputs the llama_coordinator role gathers: the candidates, the serving state and
+the deployed record with whether it must be rewritten (was Jinja in the role's plan.yml, vars/main.yml and
+configure.yml)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from ansible_collections.llamarpc.cluster.plugins.modules import llama_cluster_p
 GIB = 1 << 30
 HOSTS = ["n1", "n2", "n3"]
 ENDPOINTS = ["10.0.0.1:50052", "10.0.0.2:50052", "10.0.0.3:50052"]
-DEPLOYMENT = {"service": "llamarpc-server", "url": "http://10.0.0.1:8080", "model_path": "/m/x.gguf", "replan_after": 120}
+DEPLOYMENT = {
+    "service": "llamarpc-server",
+    "url": "http://10.0.0.1:8080",
+    "model_path": "/m/x.gguf",
+    "replan_after": 120,
+}
 
 
 def slurped(text):
