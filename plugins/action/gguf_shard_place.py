@@ -85,6 +85,8 @@ class ActionModule(ActionBase):
         result.update(applied)
         result.pop("invocation", None)
         result.update(self._summary(args, host, shards, placement, planned, reports, request, source_info))
+        if applied.get("diff") and result.get("diff"):  # the host's repairs of corrupt shards, after the placement
+            result["diff"] = [result["diff"], applied["diff"]]
         for key in ("fetched", "verified", "refetched", "actions"):
             result.setdefault(key, [])
         return result
@@ -117,9 +119,12 @@ class ActionModule(ActionBase):
         per_host = {}
         changed = False
         failures = []
+        repairs = []  # each host's diff of its corrupt shards
         for name in candidates:
             module_args = self._apply_args(args, name, placement, reports[name], request, source_info)
             reply = self._on(name, module_args, task_vars)
+            if reply.get("diff"):
+                repairs.append({**reply["diff"], "before_header": f"{name}: {reply['diff']['before_header']}"})
             per_host[name] = {key: reply.get(key, []) for key in ("fetched", "verified", "refetched", "actions")}
             per_host[name]["assigned"] = [shard["name"] for shard in placement if shard["host"] == name]
             changed = changed or bool(reply.get("changed"))
@@ -131,6 +136,8 @@ class ActionModule(ActionBase):
         result.update(self._summary(args, coordinator, shards, placement, planned, reports, request, source_info))
         result["per_host"] = per_host
         result["changed"] = changed
+        if repairs and result.get("diff"):
+            result["diff"] = [result["diff"], *repairs]
         if failures:
             result.update(failed=True, msg="; ".join(failures))
         return result

@@ -6,10 +6,24 @@
 
 Generating one token reads every weight once (memory bound) and, per RPC worker, crosses the link a fixed number
 of times and the logits come back to the coordinator. For the layer split the nodes work one after another and the
-last worker holds the output layer::
+last worker holds the output layer. Each RPC worker costs, per generated token (``rpc_token_seconds``)::
 
-    t_token = sum_i(bytes_i / bw_i) + sum_workers(round_trips * rtt_w + activation_bytes / throughput_w)
-              + logits_bytes / throughput_last
+    round_trips * (rtt_w + call_seconds) + bytes_per_token / throughput_w
+
+with ``round_trips`` (LAYER_ROUND_TRIPS) exchanges per worker and token, ``rtt_w`` the network's round trip,
+``call_seconds`` (RPC_CALL_SECONDS) what one exchange costs on the two hosts beyond the wire, ``bytes_per_token`` the
+activations in and out and ``throughput_w`` the worker's link; and a worker reads its weights ``compute_factor``
+(RPC_COMPUTE_FACTOR) times slower than the coordinator's in-process CPU backend. So::
+
+    t_token = sum_i(bytes_i * factor_i / bw_i) + sum_workers(rpc_token_seconds(w)) + logits_bytes / throughput_last
+
+The two RPC parameters are fitted to the two measurements there are (issue #22, ``make bench`` report
+20261201T144821Z, quiet machine, 1 thread per process): a single process 56.26 tokens/s (17.77 ms per token), one
+worker on the coordinator's host over loopback 43.06 (23.22 ms), two workers in the layer split 41.9 (23.87 ms).
+The second worker added 0.64 ms (two exchanges: RPC_CALL_SECONDS 0.32 ms); the first added 5.45 ms, 0.64 of which is
+its exchanges and the rest, 4.8 ms, grows with the weights it computes (RPC_COMPUTE_FACTOR 1.27). Without them the
+model predicted the loopback plan as fast as a single process (predicted/measured 1.31). Two figures fit two
+parameters: this is a calibration, not a validation (counting the exchanges on the wire, issue #22 item 5, is).
 
 For the tensor split (``-sm tensor``) every node reads its slice in parallel, but each layer ends with a
 synchronisation through the coordinator (two per layer: attention and feed-forward), and each worker sends its share
@@ -28,6 +42,10 @@ from __future__ import annotations
 
 #: Round trips per RPC worker per generated token in the layer split (graph compute, activations back).
 LAYER_ROUND_TRIPS = 2
+#: Seconds one RPC exchange costs on the hosts beyond the network's round trip (calibrated: see the module docstring).
+RPC_CALL_SECONDS = 0.00032
+#: How much slower an RPC worker reads its weights than the in-process CPU backend (calibrated likewise).
+RPC_COMPUTE_FACTOR = 1.27
 #: Synchronisations per layer in the tensor split.
 TENSOR_SYNCS_PER_LAYER = 2
 
@@ -41,6 +59,8 @@ def predict(
     round_trips=LAYER_ROUND_TRIPS,
     syncs_per_layer=TENSOR_SYNCS_PER_LAYER,
     logits_bytes=0,
+    call_seconds=RPC_CALL_SECONDS,
+    compute_factor=RPC_COMPUTE_FACTOR,
 ):
     """Predicted seconds per token and tokens/s.
 
@@ -57,7 +77,8 @@ def predict(
         bandwidth = float(node.get("bandwidth") or 0)
         if bandwidth <= 0:
             raise ValueError(f"node {node.get('name')!r} has no memory bandwidth")
-        times.append(float(node.get("bytes", 0)) / bandwidth)
+        factor = float(compute_factor) if node.get("rtt") is not None else 1.0
+        times.append(float(node.get("bytes", 0)) * factor / bandwidth)
     total = sum(float(n.get("bytes", 0)) for n in nodes)
     workers = [n for n in nodes if n.get("rtt") is not None]
     if split_mode == "tensor":
@@ -68,8 +89,7 @@ def predict(
         compute = sum(times)
         network = 0.0
         for w in workers:
-            network += round_trips * float(w["rtt"])
-            network += _transfer(activation_bytes, w)
+            network += rpc_token_seconds(w, round_trips, call_seconds, activation_bytes)
         if workers:
             network += _transfer(logits_bytes, workers[-1])
     if shared_bandwidth and shared_bandwidth > 0:
@@ -81,6 +101,12 @@ def predict(
         "compute_seconds": compute,
         "network_seconds": network,
     }
+
+
+def rpc_token_seconds(worker, round_trips=LAYER_ROUND_TRIPS, call_seconds=RPC_CALL_SECONDS, bytes_per_token=0):
+    """Seconds one RPC worker adds to each generated token: ``round_trips * (rtt + call_seconds)`` plus its
+    ``bytes_per_token`` over its link (``worker``: ``rtt`` in seconds, ``throughput`` in bytes/s or none)."""
+    return round_trips * (float(worker["rtt"]) + float(call_seconds)) + _transfer(bytes_per_token, worker)
 
 
 def _transfer(size, worker):
@@ -101,3 +127,45 @@ def ratio(predicted, measured):
     if not measured:
         return None
     return predicted / measured
+
+
+#: llama.cpp offers a weight tensor over this size to an RPC worker by its hash first (ggml-rpc.cpp HASH_THRESHOLD);
+#: a worker started with ``-c`` answers it from its cache, else receives the bytes and caches them.
+HASH_THRESHOLD = 10 << 20
+
+
+def load_seconds(
+    *,
+    local_bytes,
+    sshfs_bytes,
+    hashed_bytes,
+    offers,
+    sent_bytes,
+    disk_rate,
+    sshfs_rate,
+    hash_rate,
+    link_rate,
+    rtt,
+):
+    """Seconds llama-server spends loading a model onto its RPC workers, term by term.
+
+    It reads every weight (``local_bytes`` from its own disk at ``disk_rate``, ``sshfs_bytes`` over SSHFS at
+    ``sshfs_rate``), hashes the ``hashed_bytes`` of the weight tensors over HASH_THRESHOLD bound for a worker
+    (``hash_rate``), offers each of them by hash (``offers`` synchronous round trips of ``rtt``), and sends the
+    ``sent_bytes`` the workers lack over its link (``link_rate``; a worker on its own host is loopback, not counted).
+    One tensor after another, so the terms add up. Rates in bytes/s, ``rtt`` in seconds."""
+    terms = {
+        "read_local": local_bytes / disk_rate,
+        "read_sshfs": sshfs_bytes / sshfs_rate if sshfs_bytes else 0.0,
+        "hash": hashed_bytes / hash_rate,
+        "offer": offers * rtt,
+        "send": sent_bytes / link_rate,
+    }
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+def seed_seconds(worker_bytes, disk_rate, hash_rate):
+    """Seconds to fill every worker's tensor cache from its own copy of the shards, the workers in parallel: each
+    reads its tensors, hashes them and writes the cache files (the read and the write share its disk)."""
+    return max((size * (2 / disk_rate + 1 / hash_rate) for size in worker_bytes), default=0.0)

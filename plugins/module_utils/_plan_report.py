@@ -77,7 +77,10 @@ def predict_load(placement, coordinator, workers, complete, links, source_mbit):
 
 
 def predict_speed(model, workers, coordinator, links, memory_bandwidth):
-    """``_perf_model.predict`` of the memory plan (layer split), with its terms."""
+    """``_perf_model.predict`` of the memory plan (layer split), with its terms; a local plan (fit first: no worker)
+    is one process reading every weight."""
+    if not workers:
+        return perf.predict([{"name": coordinator, "bytes": int(model["weight_bytes"]), "bandwidth": memory_bandwidth}])
     nodes = []
     for row in workers:
         link = links[row["name"]]

@@ -47,6 +47,7 @@ LOCK = ".llamarpc-shards.lock"
 PROGRESS = ".llamarpc-progress.json"
 PARTIAL = ".partial"
 SIDECAR = ".partial.json"
+REPAIR = ".repair.json"
 CHUNK = 1 << 20
 PROGRESS_EVERY = 1.0
 READ_ONLY = 0o444
@@ -280,6 +281,7 @@ def verify_file(model_dir, shard, manifest, full=False):
     known = manifest.get(shard["name"])
     if (
         not full
+        and not os.path.exists(path + REPAIR)  # an in-place repair was interrupted: the file is a mix
         and isinstance(known, dict)
         and known.get("size") == info.st_size
         and known.get("mtime_ns") == info.st_mtime_ns
@@ -401,48 +403,96 @@ def _range_total(reply, start, label):
     return int(total) if total.isdigit() else None
 
 
-def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):
-    """Append the missing bytes of ``url`` to ``partial`` (Range requests, resumed after any failure).
+class _AppendSink:
+    """Where ``download`` puts the bytes: appended to the partial file (truncated when a reply starts at byte 0)."""
 
-    Returns ``(resumed_from, downloaded)``: the partial's length before this call and the bytes added.
-    A server that ignores Range (answers 200) makes the download start over from byte 0.
-    """
+    def __init__(self, partial):
+        self.path = partial
+        self.handle = None
+
+    def begin(self, offset):
+        self.handle = open(self.path, "ab" if offset else "wb")  # noqa: SIM115 - closed by end()
+
+    def write(self, block, _offset):
+        self.handle.write(block)
+
+    def end(self):
+        if self.handle is not None:
+            with contextlib.closing(self.handle):
+                self.handle.flush()
+                os.fsync(self.handle.fileno())
+            self.handle = None
+
+
+class _InPlaceSink:
+    """Where ``repair_in_place`` puts the bytes: into the shard's own file (same inode), each block written only
+    where it differs from what the file holds. Every ``PROGRESS_EVERY`` seconds the file is synced and the repair
+    sidecar records how far the file is known to equal the source, so that a killed run resumes there."""
+
+    def __init__(self, handle, sidecar_path, record):
+        self.handle = handle
+        self.path = handle.name
+        self.sidecar_path = sidecar_path
+        self.record = record
+        self.rewritten = 0
+        self.last = time.monotonic()
+
+    def begin(self, offset):
+        self.handle.seek(offset)
+
+    def write(self, block, offset):
+        if self.handle.read(len(block)) != block:
+            self.handle.seek(offset)
+            self.handle.write(block)
+            self.rewritten += len(block)
+        if time.monotonic() - self.last >= PROGRESS_EVERY:
+            self.checkpoint(offset + len(block))
+
+    def checkpoint(self, done):
+        self.last = time.monotonic()
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        with contextlib.suppress(OSError):  # no room even for the sidecar: the repair goes on, without resume
+            write_json(self.sidecar_path, {**self.record, "done": done})
+
+    def end(self):
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+
+
+def _pull(url, have, shard, sink, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):
+    """Feed the bytes of ``url`` from ``have`` to its end into ``sink`` (Range requests, resumed after any failure;
+    a server that ignores Range starts over from byte 0). Returns ``(end, received)``."""
     if not url.startswith(("http://", "https://")):
         raise FetchError(f"{shard['name']}: only http(s) URLs can be fetched, got {url!r}")
     size = int(shard["size"])
-    sidecar_path = partial[: -len(PARTIAL)] + SIDECAR
-    have = _prepare_partial(partial, sidecar_path, shard)
-    resumed_from = have
-    downloaded = 0
+    received = 0
     attempt = 0
     while have < size:
         try:
             with _open(url, headers, have, timeout, validate_certs) as response:
                 status = response.status
-                if have and status == 200:
-                    have = 0  # Range ignored: start over
-                    mode = "wb"
-                elif status == 206:
+                if status == 206:
                     _range_total(response, have, shard["name"])
-                    mode = "ab"
                 elif status == 200:
-                    mode = "wb"
+                    have = 0  # Range ignored (or not asked): the body starts at byte 0
                 else:
                     raise FetchError(f"{shard['name']}: unexpected HTTP status {status} from {url}")
-                with open(partial, mode) as handle:
+                sink.begin(have)
+                try:
                     while True:
                         block = response.read(CHUNK)
                         if not block:
                             break
                         if have + len(block) > size:
                             raise FetchError(f"{shard['name']}: {url} sends more than the expected {size} bytes")
-                        handle.write(block)
+                        sink.write(block, have)
                         have += len(block)
-                        downloaded += len(block)
+                        received += len(block)
                         if progress:
                             progress.update(have)
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                finally:
+                    sink.end()
                 if have < size:
                     raise ConnectionError(f"connection closed at {have} of {size} bytes")
         except urllib.error.HTTPError as exc:
@@ -456,14 +506,38 @@ def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progre
             time.sleep(min(2**attempt, 30))
         except (OSError, ConnectionError) as exc:
             if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-                raise FetchError(f"{shard['name']}: no space left in {os.path.dirname(partial)}") from None
+                raise FetchError(f"{shard['name']}: no space left in {os.path.dirname(sink.path)}") from None
             attempt += 1
             if attempt > retries:
                 raise FetchError(f"{shard['name']}: download failed after {retries} retries: {exc}") from None
             time.sleep(min(2**attempt, 30))
     if progress:
         progress.update(have, force=True)
-    return resumed_from, downloaded
+    return have, received
+
+
+def download(url, partial, shard, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):
+    """Append the missing bytes of ``url`` to ``partial`` (Range requests, resumed after any failure).
+
+    Returns ``(resumed_from, downloaded)``: the partial's length before this call and the bytes added.
+    A server that ignores Range (answers 200) makes the download start over from byte 0.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise FetchError(f"{shard['name']}: only http(s) URLs can be fetched, got {url!r}")
+    sidecar_path = partial[: -len(PARTIAL)] + SIDECAR
+    have = _prepare_partial(partial, sidecar_path, shard)
+    _end, downloaded = _pull(
+        url,
+        have,
+        shard,
+        _AppendSink(partial),
+        headers=headers,
+        timeout=timeout,
+        retries=retries,
+        progress=progress,
+        validate_certs=validate_certs,
+    )
+    return have, downloaded
 
 
 class RangeReader:
@@ -592,23 +666,121 @@ def copy_local(source, partial, shard):
     return 0, os.path.getsize(partial)
 
 
-def rewrite_in_place(source, path, shard):
-    """Copy ``source`` over the corrupt shard at ``path`` in the same inode, then verify it and make it read-only;
-    returns its manifest record. For a host without room for a second copy: the file's blocks are reused, and a
-    process that holds the file open (llama-server's mmap) keeps those blocks even when the file is unlinked. A
-    copy that fails leaves a file that was corrupt already."""
-    os.chmod(path, 0o600)
-    with open(source, "rb") as src, open(path, "r+b") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-        dst.truncate()
-        dst.flush()
-        os.fsync(dst.fileno())
-    digest = sha256_file(path)
+def repair_sidecar_matches(sidecar, shard):
+    """The repair sidecar ``NAME.repair.json`` describes a repair towards this very ``shard`` (and says how far)."""
+    done = sidecar.get("done") if isinstance(sidecar, dict) else None
+    return sidecar_matches(sidecar, shard) and isinstance(done, int) and 0 <= done <= int(shard["size"])
+
+
+def repair_resume_point(path, shard):
+    """Offset up to which an interrupted in-place repair of ``path`` left the file equal to the source (0: none)."""
+    sidecar = read_json(path + REPAIR)
+    return sidecar["done"] if repair_sidecar_matches(sidecar, shard) else 0
+
+
+def repair_in_place(path, shard, *, headers=None, timeout=60, retries=5, progress=None, validate_certs=True):
+    """Repair the corrupt shard at ``path`` inside its own inode from its source (``shard["url"]`` by Range, or the
+    local file ``shard["src"]``), then verify its sha256 and make it read-only; returns
+    ``(resumed_from, received, rewritten, record)``.
+
+    Nothing is unlinked and no second copy is made, so this needs no room beyond the growth of a short file. A
+    process that holds the file open (sftp-server behind an SSHFS mount, an mmap) reads the repaired bytes through
+    its open descriptor, and no blocks stay held by an unlinked file. Only blocks that differ from the source are
+    written: the good bytes are never touched. The file was corrupt already, so a repair that fails midway leaves
+    nothing worse; its sidecar ``NAME.repair.json`` lets the next run resume where it stopped (the sha256 of the
+    whole file decides in the end; a resumed pass that does not verify is done once more from byte 0).
+    """
+    size = int(shard["size"])
+    sidecar_path = path + REPAIR
+    record = {"size": size, "sha256": shard["sha256"], "etag": shard.get("etag")}
+    start = repair_resume_point(path, shard)
+    resumed_from, received = start, 0
+    try:
+        handle = open(path, "r+b")  # noqa: SIM115 - closed below
+    except PermissionError:  # not root: make the owner's read-only file writable for the repair
+        os.chmod(path, 0o644)
+        handle = open(path, "r+b")  # noqa: SIM115 - closed below
+    with handle:
+        sink = _InPlaceSink(handle, sidecar_path, record)
+        while True:
+            if shard.get("src"):
+                got = _copy_into(shard["src"], start, sink)
+            else:
+                _end, got = _pull(
+                    shard["url"],
+                    start,
+                    shard,
+                    sink,
+                    headers=headers,
+                    timeout=timeout,
+                    retries=retries,
+                    progress=progress,
+                    validate_certs=validate_certs,
+                )
+            received += got
+            handle.truncate(size)
+            sink.end()
+            digest = sha256_file(path)
+            if digest == shard["sha256"] or start == 0:
+                break
+            start = 0  # the part before the resume point changed since: compare the whole file once more
+    rewritten = sink.rewritten
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sidecar_path)
     if digest != shard["sha256"]:
-        raise FetchError(f"{shard['name']}: checksum mismatch after rewriting in place - sha256 {digest}")
+        raise FetchError(
+            f"{shard['name']}: the source's bytes have sha256 {digest}, expected {shard['sha256']}: the file now holds "
+            f"what {shard.get('url') or shard.get('src')} serves (it was corrupt before); check that the source and "
+            "its sha256 belong together, then run again"
+        )
     os.chmod(path, READ_ONLY)
+    give_to_directory_owner(path)
     info = os.stat(path)
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+    return resumed_from, received, rewritten, {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+
+
+def _copy_into(source, start, sink):
+    """Feed the local file ``source`` from byte ``start`` into ``sink``."""
+    with open(source, "rb") as src:
+        src.seek(start)
+        sink.begin(start)
+        offset = start
+        for block in iter(lambda: src.read(CHUNK), b""):
+            sink.write(block, offset)
+            offset += len(block)
+    return offset - start
+
+
+def deleted_but_open(directory):
+    """Files of ``directory`` that were deleted but are still held open by a process (their blocks stay allocated
+    until it closes them): ``[{"pid", "command", "path", "size"}]``, largest first. Reads ``/proc``; processes this
+    user cannot inspect are skipped."""
+    prefix = os.path.join(os.path.realpath(directory), "")
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"{fd_dir}/{fd}")
+                if not (target.startswith(prefix) and target.endswith(" (deleted)")):
+                    continue
+                info = os.stat(f"{fd_dir}/{fd}")
+                with open(f"/proc/{pid}/comm", encoding="utf-8") as comm:
+                    command = comm.read().strip()
+            except OSError:
+                continue
+            key = (int(pid), info.st_dev, info.st_ino)
+            found[key] = {
+                "pid": int(pid),
+                "command": command,
+                "path": target[: -len(" (deleted)")],
+                "size": info.st_size,
+            }
+    return sorted(found.values(), key=lambda entry: (-entry["size"], entry["pid"]))
 
 
 def finish(model_dir, shard, partial):

@@ -20,6 +20,12 @@ description:
     every host fails before anything is downloaded.
   - Each host downloads its own shards; an interrupted download resumes (C(NAME.partial), HTTP C(Range)); every shard
     is verified (size and sha256), made read-only and renamed into place. A rerun changes nothing.
+  - A corrupt shard of the right size is repaired in its own file (same inode) from its source - by C(Range) from a
+    URL or the hub, or from the controller file - writing only the blocks that differ, then verified. That needs no
+    room for a second copy (a nearly full disk), and a process holding the file open (sftp-server behind the
+    coordinator's SSHFS mount) reads the repaired bytes. A killed repair resumes (C(NAME.repair.json)). A corrupt
+    shard of the wrong size is replaced by a verified download when there is room for one, else rewritten in place
+    when there is room for its growth, else the task fails and changes nothing.
   - Run it on every candidate host at once (C(forks) at least the batch size; not with the free strategy), or on the
     coordinator alone with O(candidates).
 author:
@@ -170,16 +176,22 @@ options:
 notes:
   - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its final
     name before it is verified.
-  - Nothing here deletes a complete shard; a copy on a host that the plan does not use is reported as C(redundant).
-    Partial downloads of shards planned for another host are removed.
+  - Nothing here deletes a complete shard, nor a corrupt one (it is repaired in place or replaced by the rename of a
+    verified copy); a copy on a host that the plan does not use is reported as C(redundant). Partial downloads of
+    shards planned for another host are removed.
+  - A failed fetch or repair says what was kept and what to do; when the disk is full it names the deleted files that
+    processes still hold open there (their blocks stay allocated until they close them).
+  - On a copy-on-write filesystem (btrfs) an in-place repair allocates new blocks for what it rewrites; only the
+    differing blocks are rewritten.
   - The sidecar records the ETag; when the source changes (new ETag) a partial download starts over.
   - The plan, verification, ownership, the progress file and the two ways to run it, in detail - C(docs/modules.md).
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
   check_mode:
-    details: Gathers free space, plans and reports what would be fetched, resumed, re-verified or linked.
+    details: Gathers free space, plans and reports what would be fetched, resumed, repaired, re-verified or linked.
   diff_mode:
-    details: The placement of every shard before (where it is now) and after (the plan).
+    details: The placement of every shard before (where it is now) and after (the plan); then, per host with corrupt
+      shards, each one (before) and how it is repaired (after).
 seealso:
   - module: llamarpc.cluster.sshfs_masked_mount
 """
@@ -274,10 +286,17 @@ verified:
   type: list
   elements: str
 refetched:
-  description: Shards found corrupt (wrong size or sha256) on this host and fetched again.
+  description: Shards found corrupt (wrong size or sha256) on this host, and repaired or fetched again.
   returned: always
   type: list
   elements: str
+repaired:
+  description: Shards repaired in their own file (same inode) by this run, with the bytes rewritten (only the blocks
+    that differed from the source).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: m-00001-of-00002.gguf, rewritten: 1048576}]
 links:
   description: On the coordinator, symlink name to target for the shards on other hosts.
   returned: always
@@ -406,7 +425,7 @@ def apply(module, params):
     """Fetch/verify the shards assigned to this host, drop stale partials, create links."""
     model_dir = params["model_dir"]
     check = module.check_mode
-    result = {"fetched": [], "verified": [], "refetched": [], "actions": [], "changed": False}
+    result = {"fetched": [], "verified": [], "refetched": [], "repaired": [], "actions": [], "changed": False}
     if not os.path.isdir(model_dir) and (params["_shards"] or params["_links"]):
         result["actions"].append(f"create {model_dir}")
         result["changed"] = True
@@ -418,10 +437,21 @@ def apply(module, params):
             lock = _shard_fetch.lock_dir(model_dir)  # released when this process ends, whichever way
         except _shard_fetch.FetchError as exc:
             module.fail_json(msg=str(exc), **result)
+    try:
+        return _apply_locked(module, params, result)
+    finally:
+        if lock is not None:
+            lock.close()  # also when the module fails (an in-process caller may run it again)
+
+
+def _apply_locked(module, params, result):
+    model_dir = params["model_dir"]
+    check = module.check_mode
     manifest_path = os.path.join(model_dir, _shard_fetch.MANIFEST)
     manifest = (_shard_fetch.read_json(manifest_path) or {}) if os.path.isdir(model_dir) else {}
     manifest_before = dict(manifest)
     progress_path = os.path.join(model_dir, _shard_fetch.PROGRESS)
+    corrupt_found, repairs = {}, {}  # the diff of the repairs: each corrupt shard, and what is done about it
 
     for shard in params["_shards"]:
         name = shard["name"]
@@ -442,64 +472,66 @@ def apply(module, params):
                 if _shard_fetch.give_to_directory_owner(path, check=check):
                     result["actions"].append("chown {} {}:{}".format(name, *_shard_fetch.owner_of(model_dir)))
                     result["changed"] = True
+                if os.path.exists(path + _shard_fetch.REPAIR):  # a killed repair that had already mended the file
+                    result["actions"].append(f"remove {name}{_shard_fetch.REPAIR} (the shard verifies)")
+                    result["changed"] = True
+                    if not check:
+                        os.unlink(path + _shard_fetch.REPAIR)
                 continue
             corrupt = True
             manifest.pop(name, None)
             result["refetched"].append(name)
+            found = f"sha256 {record['sha256']}" if record else f"{os.path.getsize(path)} bytes"
+            corrupt_found[name] = (
+                f"{name}: corrupt ({found}, expected {shard['size']} bytes, sha256 {shard['sha256']})\n"
+            )
         if not shard.get("url") and not shard.get("src"):
             result.setdefault("need_source", []).append(name)  # the action plugin copies it and calls again
             continue
+        in_place = corrupt and _repair_in_place(module, model_dir, shard, path, result)
         partial = path + _shard_fetch.PARTIAL
         sidecar = _shard_fetch.read_json(path + _shard_fetch.SIDECAR)
         resumable = os.path.isfile(partial) and _shard_fetch.sidecar_matches(sidecar, shard) and not shard.get("src")
-        start = os.path.getsize(partial) if resumable else 0
-        result["actions"].append(
-            f"{'re' if corrupt else ''}fetch {name}" + (f" (resume from {start})" if start else "")
+        start = (
+            _shard_fetch.repair_resume_point(path, shard) if in_place else os.path.getsize(partial) if resumable else 0
         )
+        verb = f"repair {name} in place" if in_place else f"{'re' if corrupt else ''}fetch {name}"
+        if corrupt:
+            repairs[name] = f"{name}: {'repaired in its own inode' if in_place else 'replaced by a verified copy'}\n"
+        result["actions"].append(verb + (f" (resume from {start})" if start else ""))
         result["changed"] = True
         if check:
             continue
-        # A corrupt shard stays in place until a verified copy replaces it (finish renames over it), so a failed
-        # fetch leaves things as they were. Without room for a second copy: a local source is written into the
-        # file's own blocks (they stay allocated while llama-server holds the file, even unlinked); a download
-        # needs the room, so the corrupt file goes first and the download resumes from its partial if it fails.
-        short = corrupt and shutil.disk_usage(model_dir).free < int(shard["size"])
-        in_place = short and bool(shard.get("src"))
-        if short and not in_place:
-            os.unlink(path)
+        # A corrupt shard is never unlinked: it is repaired in its own inode (see _repair_in_place), or replaced by
+        # the rename of a verified copy, so a failed fetch leaves things as they were.
+        if corrupt:
+            with contextlib.suppress(OSError):  # a full disk: the repair sidecar still marks the file untrusted
+                _save_manifest(manifest_path, manifest, manifest_before)  # a killed repair must not be trusted later
+                manifest_before = dict(manifest)
         started = time.monotonic()
+        progress = _shard_fetch.Progress(progress_path, name, int(shard["size"]), start)
+        fetch_args = {
+            "headers": params["_headers"],
+            "timeout": params["timeout"],
+            "retries": params["retries"],
+            "progress": progress,
+            "validate_certs": params["validate_certs"],
+        }
         try:
             if in_place:
-                resumed_from, downloaded = 0, int(shard["size"])
-                manifest[name] = _shard_fetch.rewrite_in_place(shard["src"], path, shard)
+                resumed_from, downloaded, rewritten, manifest[name] = _shard_fetch.repair_in_place(
+                    path, shard, **fetch_args
+                )
+                result["repaired"].append({"name": name, "rewritten": rewritten})
             elif shard.get("src"):
                 resumed_from, downloaded = _shard_fetch.copy_local(shard["src"], partial, shard)
             else:
-                progress = _shard_fetch.Progress(progress_path, name, int(shard["size"]), start)
-                resumed_from, downloaded = _shard_fetch.download(
-                    shard["url"],
-                    partial,
-                    shard,
-                    headers=params["_headers"],
-                    timeout=params["timeout"],
-                    retries=params["retries"],
-                    progress=progress,
-                    validate_certs=params["validate_certs"],
-                )
+                resumed_from, downloaded = _shard_fetch.download(shard["url"], partial, shard, **fetch_args)
             if not in_place:
                 manifest[name] = _shard_fetch.finish(model_dir, shard, partial)
-        except _shard_fetch.FetchError as exc:
+        except (_shard_fetch.FetchError, OSError) as exc:
             _save_manifest(manifest_path, manifest, manifest_before)
-            module.fail_json(msg=str(exc), **result)
-        except OSError as exc:
-            _save_manifest(manifest_path, manifest, manifest_before)
-            free = shutil.disk_usage(model_dir).free
-            module.fail_json(
-                msg=f"{name}: {exc.strerror or exc} while writing into {model_dir} ({human(free)} free, the shard is "
-                f"{human(int(shard['size']))}); free some space (a deleted shard still held open by llama-server "
-                "keeps its blocks until llama-server restarts) and run again",
-                **result,
-            )
+            module.fail_json(msg=_failure(exc, model_dir, shard, corrupt, in_place), **result)
         _save_manifest(manifest_path, manifest, manifest_before)
         manifest_before = dict(manifest)
         result["fetched"].append(
@@ -532,14 +564,84 @@ def apply(module, params):
         if not check:
             _shard_fetch.link(model_dir, name, target)
 
+    if module._diff and corrupt_found:
+        result["diff"] = {
+            "before_header": f"{model_dir}: shards found corrupt",
+            "after_header": f"{model_dir}: repair",
+            "before": "".join(corrupt_found.values()),
+            "after": "".join(repairs.values()),
+        }
     if not check:
         _save_manifest(manifest_path, manifest, manifest_before)
         if result["fetched"]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(progress_path)
-    if lock is not None:
-        lock.close()
     return result
+
+
+def _repair_in_place(module, model_dir, shard, path, result):
+    """Whether the corrupt shard at ``path`` is repaired in its own inode (True) or replaced by a verified
+    ``.partial`` renamed over it (False); fails, changing nothing, when neither has room.
+
+    In place whenever its size is right: no second copy's room is needed (a worker's disk is often nearly full), a
+    process holding the file open (sftp-server behind the coordinator's SSHFS mount, an mmap) reads the repaired
+    bytes instead of keeping a corrupt unlinked inode and its blocks, and only differing blocks are written. A file of
+    the wrong size is replaced by a verified download when there is room for it (the rename is atomic), else it is
+    rewritten in place too when the disk has room for its growth.
+    """
+    size = int(shard["size"])
+    have = os.path.getsize(path)
+    free = shutil.disk_usage(model_dir).free
+    if have == size or _shard_fetch.repair_resume_point(path, shard):
+        return True
+    partial = path + _shard_fetch.PARTIAL
+    partial_bytes = os.path.getsize(partial) if os.path.isfile(partial) else 0
+    if free + partial_bytes >= size:
+        return False
+    if free >= size - have:
+        return True
+    module.fail_json(
+        msg=f"{shard['name']} is corrupt ({human(have)}, expected {human(size)}) and cannot be repaired: "
+        f"{human(size - have - free)} more room is needed in {model_dir} ({human(free)} free). Nothing was changed. "
+        + _room_hint(model_dir),
+        **result,
+    )
+    return False
+
+
+def _room_hint(model_dir):
+    """What to do about a full disk: name the deleted files still held open there, which keep their blocks."""
+    held = _shard_fetch.deleted_but_open(model_dir)
+    if not held:
+        return "Free some space on that filesystem, then run again."
+    listed = ", ".join(
+        f"{entry['path']} ({human(entry['size'])}, pid {entry['pid']} {entry['command']})" for entry in held
+    )
+    return (
+        f"Deleted files there are still held open, and keep their blocks until closed: {listed}. Restart those "
+        "processes (llama-server; sftp-server closes when the coordinator's SSHFS mount of this host is remounted), "
+        "or free other space, then run again."
+    )
+
+
+def _failure(exc, model_dir, shard, corrupt, in_place):
+    """The message of a failed fetch or repair: what went wrong, what was kept, and what to do."""
+    name = shard["name"]
+    what = str(exc) if isinstance(exc, _shard_fetch.FetchError) else f"{name}: {exc.strerror or exc}"
+    source = shard.get("url") or shard.get("src")
+    if isinstance(exc, OSError) or "no space left" in what:
+        free = shutil.disk_usage(model_dir).free
+        what += f" ({human(free)} free in {model_dir}, the shard is {human(int(shard['size']))})"
+        todo = _room_hint(model_dir)
+    else:
+        todo = f"Make {source} reachable (or fix the source), then run again."
+    if in_place:
+        kept = f"The corrupt {name} was kept in place and partly repaired at most; the next run resumes the repair."
+    elif corrupt:
+        kept = f"The corrupt {name} was kept (it is replaced only by a verified copy)."
+    else:
+        kept = "The bytes received so far are kept; the next run resumes."
+    return f"{what.rstrip('.')}. {kept} {todo}"
 
 
 def _save_manifest(path, manifest, before):

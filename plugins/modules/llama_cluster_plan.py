@@ -45,9 +45,81 @@ options:
         C(rtt_ms) (a measured round trip, used only in RV(explanation)).
       - With C(mem_total), C(mem_available) is rounded down to 1/16 of it first, so that a rerun does not re-plan
         on memory noise.
+      - Exactly one of O(workers) and O(worker_hosts) is required.
     type: list
     elements: dict
-    required: true
+  worker_hosts:
+    description:
+      - The worker hosts' inventory names, in a stable order (the inventory's), instead of O(workers); the module builds
+        the candidates (RV(candidates)) from O(endpoints), O(memory), O(probe) and the plan in force.
+      - A worker is V(unreachable over SSH) without memory figures; V(ready) when it serves llama-server now
+        (RV(serving)), when O(plan_only), or in O(check_mode_run) when nothing answers for it yet; else what O(probe)
+        says of it (V(not probed) when nothing).
+    type: list
+    elements: str
+  endpoints:
+    description: The endpoints (C(address:port)) of O(worker_hosts), in step with them.
+    type: list
+    elements: str
+    default: []
+  memory:
+    description: The registered C(results) of M(llamarpc.cluster.node_memory_facts) looped over O(worker_hosts) with
+      C(delegate_to) (each C(item) a worker's name).
+    type: list
+    elements: dict
+    default: []
+  probe:
+    description: The C(rpc_endpoints) fact of M(llamarpc.cluster.rpc_endpoint_facts) for the workers not serving.
+    type: list
+    elements: dict
+    default: []
+  env_in_force:
+    description:
+      - The registered C(results) of C(ansible.builtin.slurp) looped over the env files that may hold the plan in
+        force, first match wins (the supervisor's override, then the deployed C(cluster.env)); a file not read has no
+        C(content).
+      - With O(health_status) V(200), the endpoints of its C(LLAMARPC_RPC) are RV(serving).
+    type: list
+    elements: dict
+    default: []
+  health_status:
+    description: The HTTP status llama-server's C(/health) answered (V(0) when nothing answered).
+    type: int
+    default: 0
+  plan_only:
+    description: Count every worker with memory figures as ready (the plan-only run, before any worker runs).
+    type: bool
+    default: false
+  check_mode_run:
+    description: Count a worker that nothing answers for yet as ready (pass C(ansible_check_mode)).
+    type: bool
+    default: false
+  deployment:
+    description:
+      - What the deployed plan record holds beside the plan (the llama_coordinator role's C(plan.json)). With it the
+        module returns RV(record) and RV(deploy_needed).
+    type: dict
+    suboptions:
+      service:
+        description: The llama-server unit's name.
+        type: str
+        required: true
+      url:
+        description: The API's base URL.
+        type: str
+        required: true
+      model_path:
+        description: Shard 1 of the model on the coordinator.
+        type: str
+        required: true
+      replan_after:
+        description: Seconds a worker may stay down before the supervisor re-plans.
+        type: int
+        required: true
+  deployed:
+    description: The JSON text of the deployed plan record (empty when there is none), compared with RV(record).
+    type: str
+    default: ''
   coordinator:
     description: Inventory name of the coordinator; a worker of that name shares the host with llama-server.
     type: str
@@ -158,6 +230,27 @@ model:
   returned: success
   type: dict
   sample: {"architecture": "llama", "n_layer": 16, "weight_bytes": 440401920}
+candidates:
+  description: With O(worker_hosts), the planner's input before rounding, one entry per worker (C(name), C(endpoint),
+    C(state), C(mem_available), C(mem_total), C(rtt_ms)); also returned when the model cannot fit.
+  returned: when O(worker_hosts) is given
+  type: list
+  elements: dict
+serving:
+  description: The endpoints llama-server is connected to now (the plan in force, when C(/health) answered 200).
+  returned: when O(worker_hosts) is given
+  type: list
+  elements: str
+  sample: ["10.213.0.11:50052"]
+record:
+  description: The deployed plan record (O(deployment), C(summary), C(workers) without C(state), C(options), C(plan)).
+  returned: success, when O(deployment) is given
+  type: dict
+deploy_needed:
+  description: Whether RV(record) must replace O(deployed) - when anything but the workers' memory figures differs
+    (the plan's C(rpc), C(devices) and C(tensor_split) and the workers' endpoints are compared).
+  returned: success, when O(deployment) is given
+  type: bool
 """
 
 import json
@@ -166,6 +259,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.formatters import human_to_bytes
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _coordinator_state as state
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 
@@ -225,38 +319,102 @@ def _plan_in_force(path):
     return doc.get("plan") if isinstance(doc, dict) and isinstance(doc.get("plan"), dict) else None
 
 
+ARGUMENT_SPEC = {
+    "model_path": {"type": "path"},
+    "model": {"type": "dict"},
+    "workers": {"type": "list", "elements": "dict"},
+    "worker_hosts": {"type": "list", "elements": "str"},
+    "endpoints": {"type": "list", "elements": "str", "default": []},
+    "memory": {"type": "list", "elements": "dict", "default": []},
+    "probe": {"type": "list", "elements": "dict", "default": []},
+    "env_in_force": {"type": "list", "elements": "dict", "default": []},
+    "health_status": {"type": "int", "default": 0},
+    "plan_only": {"type": "bool", "default": False},
+    "check_mode_run": {"type": "bool", "default": False},
+    "coordinator": {"type": "str"},
+    "ctx_size": {"type": "int", "default": 4096},
+    "parallel": {"type": "int", "default": 1},
+    "cache_type_k": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
+    "cache_type_v": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
+    "headroom": {"type": "str", "default": "512M"},
+    "worker_overhead": {"type": "str", "default": "128M"},
+    "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
+    "keep_plan_file": {"type": "path"},
+    "deployment": {
+        "type": "dict",
+        "options": {
+            "service": {"type": "str", "required": True},
+            "url": {"type": "str", "required": True},
+            "model_path": {"type": "str", "required": True},
+            "replan_after": {"type": "int", "required": True},
+        },
+    },
+    "deployed": {"type": "str", "default": ""},
+}
+
+
+def _inputs(params):
+    """The candidates (given, or built from the raw inputs) and what is returned with them."""
+    if params["worker_hosts"] is None:
+        return params["workers"], {}
+    if len(params["endpoints"]) != len(params["worker_hosts"]):
+        raise planner.PlanError("endpoints must be given in step with worker_hosts (one each)")
+    serving = state.serving(params["env_in_force"], params["health_status"])
+    found = state.candidates(
+        params["worker_hosts"],
+        params["endpoints"],
+        params["memory"],
+        params["probe"],
+        serving_endpoints=serving,
+        plan_only=params["plan_only"],
+        check_mode=params["check_mode_run"],
+    )
+    return found, {"candidates": found, "serving": serving}
+
+
+def _record(params, summary, workers, result, headroom, overhead):
+    """The deployed plan record and whether it must be rewritten ({} without O(deployment))."""
+    if params["deployment"] is None:
+        return {}
+    options = {
+        "ctx_size": params["ctx_size"],
+        "parallel": params["parallel"],
+        "cache_type_k": params["cache_type_k"],
+        "cache_type_v": params["cache_type_v"],
+        "headroom": headroom,
+        "overhead": overhead,
+        "strategy": params["strategy"],
+        "coordinator": params["coordinator"],
+    }
+    doc = state.record(params["deployment"], summary, workers, options, result)
+    return {"record": doc, "deploy_needed": state.deploy_needed(state.read_record(params["deployed"]), doc)}
+
+
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "model_path": {"type": "path"},
-            "model": {"type": "dict"},
-            "workers": {"type": "list", "elements": "dict", "required": True},
-            "coordinator": {"type": "str"},
-            "ctx_size": {"type": "int", "default": 4096},
-            "parallel": {"type": "int", "default": 1},
-            "cache_type_k": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
-            "cache_type_v": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
-            "headroom": {"type": "str", "default": "512M"},
-            "worker_overhead": {"type": "str", "default": "128M"},
-            "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
-            "keep_plan_file": {"type": "path"},
-        },
-        mutually_exclusive=[("model_path", "model")],
-        required_one_of=[("model_path", "model")],
+        argument_spec=ARGUMENT_SPEC,
+        mutually_exclusive=[("model_path", "model"), ("workers", "worker_hosts")],
+        required_one_of=[("model_path", "model"), ("workers", "worker_hosts")],
         supports_check_mode=True,
     )
     params = module.params
-    for worker in params["workers"]:
+    try:
+        found, gathered = _inputs(params)
+    except planner.PlanError as exc:
+        module.fail_json(msg=str(exc))
+    for worker in found:
         missing = [key for key in ("name", "endpoint", "mem_available") if worker.get(key) in (None, "")]
         if missing:
-            module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}")
-    workers = planner.round_memory(params["workers"])
+            module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}", **gathered)
+    workers = planner.round_memory(found)
+    headroom, overhead = _size(module, "headroom"), _size(module, "worker_overhead")
     try:
         summary = params["model"] or planner.summarize(gguf.read_model(params["model_path"]))
         missing = sorted(set(MODEL_KEYS) - set(summary))
         if missing:
             module.fail_json(
-                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_place returns with fetch=false"
+                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_place returns with fetch=false",
+                **gathered,
             )
         result = planner.plan(
             summary,
@@ -265,15 +423,23 @@ def main():
             parallel=params["parallel"],
             cache_type_k=params["cache_type_k"],
             cache_type_v=params["cache_type_v"],
-            headroom=_size(module, "headroom"),
-            overhead=_size(module, "worker_overhead"),
+            headroom=headroom,
+            overhead=overhead,
             strategy=params["strategy"],
             coordinator=params["coordinator"],
             keep=_plan_in_force(params["keep_plan_file"]),
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, plan=result, model=summary, workers=workers, explanation=explain(result, workers))
+        module.fail_json(msg=str(exc), **gathered)
+    module.exit_json(
+        changed=False,
+        plan=result,
+        model=summary,
+        workers=workers,
+        explanation=explain(result, workers),
+        **gathered,
+        **_record(params, summary, workers, result, headroom, overhead),
+    )
 
 
 if __name__ == "__main__":

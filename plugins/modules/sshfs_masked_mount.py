@@ -245,370 +245,42 @@ actions:
   sample: [write unit, enable unit, lazy unmount (hung), restart unit]
 """
 
-import json
-import os
-import sys
-import tempfile
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
-from ansible_collections.llamarpc.cluster.plugins.module_utils._bounded import run_bounded
-from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
+from ansible_collections.llamarpc.cluster.plugins.module_utils._sshfs_mount import run
 
-# Run in child processes: anything that touches the mount point may block forever on a hung FUSE mount.
-_PROBE_CODE = r"""
-import json, os, sys
-try:
-    # statvfs, not stat: neither the kernel nor sshfs caches it, so it reaches sshfs and the server every time.
-    os.statvfs(sys.argv[1])
-    print(json.dumps({"ok": True}))
-except OSError as err:
-    print(json.dumps({"ok": False, "error": "%s (errno %d)" % (err.strerror, err.errno)}))
-"""
-
-_MMAP_CODE = r"""
-import json, mmap, os, sys
-root, name = sys.argv[1], sys.argv[2]
-try:
-    if not name:
-        with os.scandir(root) as entries:
-            files = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
-        name = files[0] if files else ""
-    if not name:
-        print(json.dumps({"ok": None, "error": "no file to try"}))
-    else:
-        with open(os.path.join(root, name), "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size == 0:
-                print(json.dumps({"ok": None, "error": "empty file"}))
-            else:
-                with mmap.mmap(handle.fileno(), min(size, 4096), access=mmap.ACCESS_READ) as mapped:
-                    mapped[0]
-                print(json.dumps({"ok": True, "file": name}))
-except OSError as err:
-    print(json.dumps({"ok": False, "file": name, "error": "%s (errno %d)" % (err.strerror, err.errno)}))
-"""
-
-_READ_CODE = r"""
-import json, os, sys, time
-path, limit = sys.argv[1], int(sys.argv[2])
-total = 0
-start = time.monotonic()
-with open(path, "rb", buffering=0) as handle:
-    while total < limit:
-        chunk = handle.read(min(1 << 20, limit - total))
-        if not chunk:
-            break
-        total += len(chunk)
-elapsed = time.monotonic() - start
-print(json.dumps({"bytes": total, "seconds": elapsed}))
-"""
-
-
-def python_child(code, args, timeout):
-    """JSON printed by ``code`` run with the module's Python, or None on timeout."""
-    done = run_bounded([sys.executable, "-c", code, *args], timeout)
-    if done is None:
-        return None
-    rc, out, err = done
-    try:
-        return json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"ok": False, "error": f"probe failed (rc {rc}): {err.strip()[-300:]}"}
-
-
-class Mount:
-    """The live state of one mount and its unit, and the actions on them."""
-
-    def __init__(self, module):
-        self.module = module
-        params = module.params
-        try:
-            self.path = _sshfs.normalize_mount_path(params["path"])
-        except _sshfs.SshfsError as err:
-            module.fail_json(msg=str(err))
-        self.unit = _sshfs.unit_name(self.path)
-        self.unit_path = os.path.join(_sshfs.UNIT_DIR, self.unit)
-        self.source = None
-        self.options = None
-        self.wanted_unit = None
-        self.actions = []
-        self.systemctl = Systemctl(module, required=True, failure={"actions": self.actions})
-
-    # -- desired state ----------------------------------------------------------------------------------------
-    def render(self):
-        params = self.module.params
-        try:
-            self.source = _sshfs.mount_source(params["src"], params["user"])
-            self.options = _sshfs.build_options(
-                read_only=params["read_only"],
-                reconnect=params["reconnect"],
-                server_alive_interval=params["server_alive_interval"],
-                server_alive_count_max=params["server_alive_count_max"],
-                allow_other=params["allow_other"],
-                identity_file=params["identity_file"],
-                known_hosts_file=params["known_hosts_file"],
-                port=params["port"],
-                direct_io=params["direct_io"],
-                auto_cache=params["auto_cache"],
-                extra_opts=params["extra_opts"],
-            )
-            signals = _sshfs.signal_names(params["masked_signals"]) if params["mask_signals"] else []
-        except _sshfs.SshfsError as err:
-            self.module.fail_json(msg=str(err))
-        if params["read_probe"] and (params["read_probe"].startswith("/") or ".." in params["read_probe"].split("/")):
-            self.module.fail_json(msg=f"read_probe must be a path relative to path, got {params['read_probe']!r}")
-        sshfs = self.module.get_bin_path("sshfs", required=True)
-        fusermount = self.module.get_bin_path("fusermount3", required=True)
-        mkdir = self.module.get_bin_path("mkdir", required=True)
-        argv = _sshfs.masked_argv(_sshfs.sshfs_argv(sshfs, self.source, self.path, self.options), signals)
-        self.wanted_unit = _sshfs.render_unit(
-            path=self.path, source=self.source, argv=argv, fusermount_bin=fusermount, mkdir_bin=mkdir, signals=signals
-        )
-
-    # -- live state -------------------------------------------------------------------------------------------
-    def current_unit(self):
-        try:
-            with open(self.unit_path, encoding="utf-8") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
-
-    def unit_show(self):
-        return self.systemctl.show(self.unit, ["ActiveState", "SubState", "MainPID", "UnitFileState", "LoadState"])
-
-    def mount_entry(self):
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
-            entries = _sshfs.parse_mountinfo(handle.read())
-        return _sshfs.find_mount(entries, self.path)
-
-    @staticmethod
-    def read_proc(pid, name):
-        try:
-            with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as handle:
-                return handle.read()
-        except OSError:
-            return None
-
-    def proc_states(self, pid, samples=3):
-        """State letters of ``pid`` sampled ``samples`` times 0.2 s apart, with the wchan of D states."""
-        states, wchans = [], []
-        for index in range(samples):
-            stat = self.read_proc(pid, "stat") if pid else None
-            if stat is None:
-                return [], []
-            state = _sshfs.parse_proc_stat(stat)
-            states.append(state)
-            if state == "D":
-                wchans.append((self.read_proc(pid, "wchan") or "").strip())
-            if index + 1 < samples:
-                time.sleep(0.2)
-        return states, wchans
-
-    def assess(self):
-        """(health, detail, facts) of the mount right now."""
-        params = self.module.params
-        show = self.unit_show()
-        pid = int(show.get("MainPID") or 0)
-        active = show.get("ActiveState") == "active" and pid > 0
-        mount = self.mount_entry()
-        facts = {"pid": pid if active else 0, "unit_state": show}
-        states, wchans = self.proc_states(pid) if active else ([], [])
-        probe_result = None
-        expected = self.source if self.source is not None else (mount or {}).get("source")
-        if mount is not None and mount["fstype"] == "fuse.sshfs" and mount["source"] == expected:
-            probe = python_child(_PROBE_CODE, [self.path], params["health_timeout"])
-            probe_result = "timeout" if probe is None else ("ok" if probe.get("ok") else probe.get("error"))
-        health, detail = _sshfs.classify_health(
-            mount=mount, source=expected, probe_result=probe_result, proc_states=states, unit_active=active
-        )
-        if wchans and health == "blocked":
-            detail += f" (wchan {', '.join(sorted(set(wchans)))})"
-        if active:
-            status = self.read_proc(pid, "status")
-            if status:
-                facts["signals_ignored"] = _sshfs.numbers_to_names(_sshfs.parse_status_mask(status))
-        facts["mount"] = mount
-        return health, detail, facts
-
-    # -- actions ----------------------------------------------------------------------------------------------
-    def write_unit(self):
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.unit}.", dir=_sshfs.UNIT_DIR)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(self.wanted_unit)
-        os.chmod(tmp, 0o644)
-        self.module.atomic_move(tmp, self.unit_path)
-
-    def lazy_unmount(self):
-        """Detach the mount without touching the (possibly hung) file system; bounded in time."""
-        umount = self.module.get_bin_path("umount", required=True)
-        done = run_bounded([umount, "--lazy", "--no-canonicalize", self.path], timeout=15)
-        if done is None or done[0] != 0:
-            fusermount = self.module.get_bin_path("fusermount3", required=True)
-            run_bounded([fusermount, "-u", "-z", self.path], timeout=15)
-        entry = self.mount_entry()
-        if entry is not None and entry["fstype"] == "fuse.sshfs":
-            self.module.fail_json(msg=f"could not lazily unmount {self.path}", changed=True, actions=self.actions)
-
-    def wait_healthy(self):
-        deadline = time.monotonic() + self.module.params["mount_timeout"]
-        while True:
-            health, detail, facts = self.assess()
-            if health == "ok":
-                return health, detail, facts
-            if time.monotonic() >= deadline:
-                self.module.fail_json(
-                    msg=f"{self.unit} started but the mount is not healthy after "
-                    f"{self.module.params['mount_timeout']} s: {health} - {detail}. "
-                    f"See: journalctl -u '{self.unit}'",
-                    changed=True,
-                    health=health,
-                    health_detail=detail,
-                    unit=self.unit,
-                    actions=self.actions,
-                )
-            time.sleep(1)
-
-    def probes(self, result):
-        params = self.module.params
-        name = params["read_probe"] or ""
-        timeout = max(30.0, params["health_timeout"])
-        mapped = python_child(_MMAP_CODE, [self.path, name], timeout)
-        result["mmap_ok"] = None if mapped is None else mapped.get("ok")
-        if mapped and mapped.get("error"):
-            result["mmap_detail"] = mapped["error"]
-        if params["read_probe"]:
-            limit = params["read_probe_mb"] * 1000 * 1000
-            read = python_child(_READ_CODE, [os.path.join(self.path, name), str(limit)], 600)
-            if read is None or "bytes" not in read:
-                self.module.fail_json(msg=f"read probe of {name} failed: {read}", **result)
-            result["probe_bytes"] = read["bytes"]
-            result["throughput_mbps"] = round(read["bytes"] / max(read["seconds"], 1e-6) / 1e6, 2)
+ARGUMENT_SPEC = {
+    "path": {"type": "path", "required": True},
+    "src": {"type": "str"},
+    "state": {"type": "str", "default": "mounted", "choices": ["mounted", "unmounted", "remounted", "absent"]},
+    "user": {"type": "str"},
+    "port": {"type": "int"},
+    "identity_file": {"type": "path"},
+    "known_hosts_file": {"type": "path"},
+    "read_only": {"type": "bool", "default": True},
+    "reconnect": {"type": "bool", "default": True},
+    "server_alive_interval": {"type": "int", "default": 15},
+    "server_alive_count_max": {"type": "int", "default": 3},
+    "allow_other": {"type": "bool", "default": False},
+    "direct_io": {"type": "bool", "default": False},
+    "auto_cache": {"type": "bool", "default": True},
+    "extra_opts": {"type": "list", "elements": "str", "default": []},
+    "mask_signals": {"type": "bool", "default": True},
+    "masked_signals": {"type": "list", "elements": "str", "default": ["HUP", "TERM", "INT", "QUIT"]},
+    "health_timeout": {"type": "float", "default": 5},
+    "mount_timeout": {"type": "int", "default": 60},
+    "read_probe": {"type": "str"},
+    "read_probe_mb": {"type": "int", "default": 16},
+}
 
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "path": {"type": "path", "required": True},
-            "src": {"type": "str"},
-            "state": {"type": "str", "default": "mounted", "choices": ["mounted", "unmounted", "remounted", "absent"]},
-            "user": {"type": "str"},
-            "port": {"type": "int"},
-            "identity_file": {"type": "path"},
-            "known_hosts_file": {"type": "path"},
-            "read_only": {"type": "bool", "default": True},
-            "reconnect": {"type": "bool", "default": True},
-            "server_alive_interval": {"type": "int", "default": 15},
-            "server_alive_count_max": {"type": "int", "default": 3},
-            "allow_other": {"type": "bool", "default": False},
-            "direct_io": {"type": "bool", "default": False},
-            "auto_cache": {"type": "bool", "default": True},
-            "extra_opts": {"type": "list", "elements": "str", "default": []},
-            "mask_signals": {"type": "bool", "default": True},
-            "masked_signals": {"type": "list", "elements": "str", "default": ["HUP", "TERM", "INT", "QUIT"]},
-            "health_timeout": {"type": "float", "default": 5},
-            "mount_timeout": {"type": "int", "default": 60},
-            "read_probe": {"type": "str"},
-            "read_probe_mb": {"type": "int", "default": 16},
-        },
+        argument_spec=ARGUMENT_SPEC,
         required_if=[("state", "mounted", ["src"]), ("state", "remounted", ["src"])],
         supports_check_mode=True,
     )
-    mount = Mount(module)
-    state = module.params["state"]
-    result = {"changed": False, "unit": mount.unit, "actions": mount.actions}
-    if module.params["src"]:
-        mount.render()
-        result["options"] = mount.options
-        result["source"] = mount.source
-
-    health, detail, facts = mount.assess()
-    result["health_before"] = health
-    current = mount.current_unit()
-    show = facts["unit_state"]
-
-    if state in {"unmounted", "absent"}:
-        ours = health != "foreign" and (
-            facts["mount"] is not None or show.get("ActiveState") in {"active", "activating"}
-        )
-        if ours or show.get("ActiveState") in {"active", "activating", "reloading"}:
-            mount.actions.append("stop unit")
-        if facts["mount"] is not None and health not in {"foreign", "not_mounted"}:
-            mount.actions.append("unmount")
-        if state == "absent":
-            if show.get("UnitFileState") in {"enabled", "enabled-runtime"}:
-                mount.actions.append("disable unit")
-            if current is not None:
-                mount.actions.append("remove unit")
-        result["changed"] = bool(mount.actions)
-        if module._diff and state == "absent" and current is not None:
-            result["diff"] = {"before": current, "after": "", "before_header": mount.unit_path}
-        if result["changed"] and not module.check_mode:
-            if show.get("LoadState") == "loaded":
-                mount.systemctl.check("stop", mount.unit)
-            entry = mount.mount_entry()
-            if entry is not None and entry["fstype"] == "fuse.sshfs":
-                mount.lazy_unmount()
-            if state == "absent" and show.get("LoadState") == "loaded":
-                if show.get("UnitFileState") in {"enabled", "enabled-runtime"}:
-                    mount.systemctl.check("disable", mount.unit)
-                if current is not None:
-                    os.unlink(mount.unit_path)
-                    mount.systemctl.check("daemon-reload")
-                mount.systemctl.run("reset-failed", mount.unit)
-            elif state == "absent" and current is not None:
-                os.unlink(mount.unit_path)
-            health, detail, facts = mount.assess()
-        result.update(health=health, health_detail=detail, pid=facts["pid"])
-        module.exit_json(**result)
-
-    # mounted / remounted
-    unit_changed = current != mount.wanted_unit
-    restart = state == "remounted"
-    if unit_changed:
-        mount.actions.append("write unit")
-        if module._diff:
-            result["diff"] = {
-                "before": current or "",
-                "after": mount.wanted_unit,
-                "before_header": mount.unit_path,
-                "after_header": mount.unit_path,
-            }
-        if health != "not_mounted" or show.get("ActiveState") == "active":
-            restart = True  # new options take effect only with a new sshfs
-    if show.get("UnitFileState") != "enabled":
-        mount.actions.append("enable unit")
-    if health not in {"ok", "not_mounted"}:
-        mount.actions.append(f"lazy unmount ({health})")
-        restart = True
-    if restart:
-        mount.actions.append("restart unit")
-    elif health == "not_mounted":
-        mount.actions.append("start unit")
-    result["changed"] = bool(mount.actions)
-
-    if result["changed"] and not module.check_mode:
-        if unit_changed:
-            mount.write_unit()
-            mount.systemctl.check("daemon-reload")
-        if "enable unit" in mount.actions:
-            mount.systemctl.check("enable", mount.unit)
-        if health not in {"ok", "not_mounted"}:
-            mount.lazy_unmount()
-        if restart:
-            mount.systemctl.check("restart", mount.unit)
-        elif health == "not_mounted":
-            # An active unit whose sshfs has not mounted yet (still connecting, or restarting) is restarted too.
-            mount.systemctl.check("restart" if show.get("ActiveState") == "active" else "start", mount.unit)
-        health, detail, facts = mount.wait_healthy()
-    result.update(health=health, health_detail=detail, pid=facts["pid"])
-    if "signals_ignored" in facts:
-        result["signals_ignored"] = facts["signals_ignored"]
-    if health == "ok":
-        mount.probes(result)
-    module.exit_json(**result)
+    module.exit_json(**run(module))
 
 
 if __name__ == "__main__":

@@ -251,6 +251,24 @@ def run_play(tmp_path, hosts, task, *extra, check=True):
     return int(failed), results, proc.stdout
 
 
+def start_play(tmp_path, hosts, task):
+    """The play started in the background, in a session of its own (for ``kill_tree``); returns its process."""
+    inventory, play = write_play(tmp_path, hosts, task)
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+    }
+    return subprocess.Popen(
+        [str(PLAYBOOK), "-i", str(inventory), str(play)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def task_for(model, nginx, **more):
     return {
         "model_dir": "{{ disk }}/models/tiny",
@@ -334,22 +352,9 @@ def test_apply_rerun_corrupt_and_full_verify(tmp_path, model, nginx, hosts):
 
 def test_killed_play_resumes(tmp_path, model, nginx, hosts):
     """Kill the whole ansible-playbook process group mid-download; the rerun resumes with Range."""
-    inventory, play = write_play(tmp_path, hosts, task_for(model, nginx))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
-    }
+    proc = start_play(tmp_path, hosts, task_for(model, nginx))
     first = model["files"][0]["name"]
     partial = hosts["a"] / "models/tiny" / f"{first}.partial"
-    proc = subprocess.Popen(
-        [str(PLAYBOOK), "-i", str(inventory), str(play)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     deadline = time.monotonic() + 60
     while not (partial.exists() and partial.stat().st_size >= 2 * 1024 * 1024):
         assert time.monotonic() < deadline, "the download did not start"

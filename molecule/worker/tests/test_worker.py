@@ -165,3 +165,20 @@ def large_offloaded_tensor_bytes():
         for t in tiny_gguf.PRESETS["cache"].tensors
         if t.nbytes > 10 * 1024 * 1024 and t.name != "token_embd.weight"
     ]
+
+
+def test_the_units_verifier_removes_a_truncated_cache_file_before_the_start():
+    """After the load above: the hardened unit's ExecStartPre (as the worker's user, in its sandbox, with the helper
+    the role built) removes a cache file cut short by 4 KiB, and keeps the others."""
+    worker = lab(NON_COORDINATORS[0])
+    cache = "/var/cache/llamarpc/rpc-worker/rpc"
+    names = sorted(worker.check_output(f"find {cache} -type f -printf '%f\\n'").split())
+    assert names, "the load above cached nothing on this worker"
+    victim = f"{cache}/{names[0]}"
+    worker.check_output(f"truncate -s -4096 {victim}")  # still over 10 MiB: only the hash can tell
+    worker.check_output(f"systemctl restart {SERVICE}")
+    assert worker.run(f"test -e {victim}").rc == 1
+    assert sorted(worker.check_output(f"find {cache} -type f -printf '%f\\n'").split()) == names[1:]
+    journal = worker.check_output(f"journalctl -u {SERVICE} -n 200 --no-pager -o cat")
+    assert f"{victim}: removed, its bytes hash to" in journal
+    assert f"{len(names) - 1} file(s) verified, 1 removed, 0 not removable" in journal

@@ -141,7 +141,9 @@ def test_missing_amount_is_right():
 def test_coordinator_host_keeps_room_for_llama_server():
     summary = model(embedding=1 * GIB)
     alone = planner.plan(summary, workers(3), ctx_size=512, headroom=0, overhead=0)
-    shared = planner.plan(summary, workers(3), ctx_size=512, headroom=0, overhead=0, coordinator="node1")
+    shared = planner.plan(
+        summary, workers(3), ctx_size=512, headroom=0, overhead=0, coordinator="node1", fit_first=False
+    )
     assert alone["workers"][0]["capacity"] - shared["workers"][0]["capacity"] == 1 * GIB
 
 
@@ -297,3 +299,69 @@ def test_another_model_plans_anew():
     first = _seen(20, 20, 20, 20, 20, 20)
     other = planner.plan(model(n_layer=10, layer=MIB), workers(20, 20, 20, 20, 20, 20), 512, strategy="all", keep=first)
     assert not other["kept"] and sum(map(int, other["tensor_split"].split(","))) == 11
+
+
+# Fit first: a model that fits on the coordinator is served there, with no RPC hop (issue #22 item 5).
+
+
+def _local_need(summary, ctx_size=512, overhead=128 * MIB):
+    return planner.local_need(summary, planner.kv_bytes_per_layer(summary, ctx_size, 1), overhead)
+
+
+def test_a_model_that_fits_on_the_coordinator_is_served_there_alone():
+    summary = model()  # 1.66 GiB of weights
+    result = planner.plan(summary, workers(4, 8, 8), ctx_size=512, fit_first=True, coordinator="node1")
+    assert result["local"] is True
+    assert (result["workers"], result["rpc"], result["tensor_split"], result["devices"]) == ([], "", "", "none")
+    assert result["need_bytes"] == summary["weight_bytes"] + 16 * result["kv_bytes_per_layer"] + 128 * MIB
+    assert result["table"][1].split()[:3] == ["node1", "local", "0-15+out"]
+
+
+def test_fit_first_is_exact_at_the_headroom():
+    summary = model()
+    need = _local_need(summary)
+    at = workers(1, 4, 4)
+    at[0]["mem_available"] = need + 512 * MIB  # exactly fits with the default headroom
+    assert planner.plan(summary, at, ctx_size=512, fit_first=True, coordinator="node1")["local"]
+    at[0]["mem_available"] -= 1  # one byte short: workers, the fewest that fit (one of the 4 GiB ones)
+    result = planner.plan(summary, at, ctx_size=512, fit_first=True, coordinator="node1")
+    assert not result["local"] and [row["name"] for row in result["workers"]] == ["node2"]
+
+
+def test_fit_first_needs_the_coordinators_memory_and_strategy_fewest():
+    summary = model()
+    # The coordinator is no worker and no figure is given: its memory is unknown, so workers as before.
+    assert not planner.plan(summary, workers(4, 4), ctx_size=512, fit_first=True, coordinator="elsewhere")["local"]
+    given = planner.plan(
+        summary, workers(4, 4), ctx_size=512, fit_first=True, coordinator="elsewhere", coordinator_available=4 * GIB
+    )
+    assert given["local"] and given["table"][1].startswith("elsewhere")
+    # No worker at all is fine when the coordinator holds the model.
+    assert planner.plan(summary, [], ctx_size=512, fit_first=True, coordinator="c", coordinator_available=4 * GIB)[
+        "local"
+    ]
+    with pytest.raises(planner.PlanError, match="no RPC workers"):
+        planner.plan(summary, [], ctx_size=512, fit_first=True, coordinator="c", coordinator_available=1 * GIB)
+    # Strategy all asks for every worker; fit_first=False asks for workers as before.
+    assert not planner.plan(summary, workers(4, 4), ctx_size=512, fit_first=True, coordinator="node1", strategy="all")[
+        "local"
+    ]
+    assert not planner.plan(summary, workers(4, 4), ctx_size=512, coordinator="node1", fit_first=False)["local"]
+
+
+def test_the_coordinators_memory_counts_whatever_its_worker_state():
+    pool = workers(4, 4)
+    pool[0]["state"] = "refused"  # its ggml-rpc-server is down: the host's memory is still there
+    assert planner.plan(model(), pool, ctx_size=512, fit_first=True, coordinator="node1")["local"]
+    pool[0]["mem_available"] = 0  # unreachable over SSH (candidates gives 0): unknown, workers
+    assert not planner.plan(model(), pool, ctx_size=512, fit_first=True, coordinator="node1")["local"]
+
+
+def test_a_local_plan_in_force_is_kept_and_a_distributed_one_gives_way():
+    summary = model()
+    local = planner.plan(summary, workers(4, 4), ctx_size=512, fit_first=True, coordinator="node1")
+    again = planner.plan(summary, workers(3.5, 4), ctx_size=512, fit_first=True, coordinator="node1", keep=local)
+    assert again["local"] and again["kept"]
+    distributed = planner.plan(summary, workers(4, 4), ctx_size=512, coordinator="node1", fit_first=False)
+    after = planner.plan(summary, workers(4, 4), ctx_size=512, fit_first=True, coordinator="node1", keep=distributed)
+    assert after["local"] and not after["kept"]

@@ -9,6 +9,8 @@ import pytest
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as pm
 
 GB = 1e9
+#: The network and compute terms alone, without the calibrated per-worker RPC costs.
+BARE = {"call_seconds": 0.0, "compute_factor": 1.0}
 
 
 def test_single_node_is_bytes_over_bandwidth():
@@ -20,7 +22,7 @@ def test_single_node_is_bytes_over_bandwidth():
 
 def test_layer_split_adds_compute_and_round_trips():
     nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.005, "throughput": 1e7} for n in "ab"]
-    out = pm.predict(nodes, "layer", activation_bytes=10_000)
+    out = pm.predict(nodes, "layer", activation_bytes=10_000, **BARE)
     # 2 x 0.1 s compute, per worker 2 round trips of 5 ms and 1 ms of activations.
     assert out["compute_seconds"] == pytest.approx(0.2)
     assert out["network_seconds"] == pytest.approx(2 * (2 * 0.005 + 0.001))
@@ -42,8 +44,8 @@ def test_tensor_split_wins_on_fast_links_and_loses_on_slow_ones():
 
 def test_shared_bandwidth_caps_parallel_compute():
     nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0} for n in "ab"]
-    free = pm.predict(nodes, "tensor")
-    shared = pm.predict(nodes, "tensor", shared_bandwidth=10 * GB)
+    free = pm.predict(nodes, "tensor", **BARE)
+    shared = pm.predict(nodes, "tensor", shared_bandwidth=10 * GB, **BARE)
     assert free["compute_seconds"] == pytest.approx(0.1)
     assert shared["compute_seconds"] == pytest.approx(0.2)
 
@@ -69,10 +71,68 @@ def test_logits_cross_the_output_workers_link_only():
         {"name": "local", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0},  # the coordinator's own host: no link
         {"name": "far", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0, "throughput": 12.5e6},
     ]
-    out = pm.predict(slow, "layer", logits_bytes=logits)
+    out = pm.predict(slow, "layer", logits_bytes=logits, **BARE)
     assert out["network_seconds"] == pytest.approx(logits / 12.5e6)
     # The output layer on the coordinator's own host: nothing crosses a link.
-    assert pm.predict(slow[::-1], "layer", logits_bytes=logits)["network_seconds"] == 0
+    assert pm.predict(slow[::-1], "layer", logits_bytes=logits, **BARE)["network_seconds"] == 0
     # Tensor split: each worker sends its half of the logits.
-    assert pm.predict(slow, "tensor", logits_bytes=logits)["network_seconds"] == pytest.approx(logits / 2 / 12.5e6)
-    assert pm.predict(slow, "layer")["network_seconds"] == 0
+    tensor = pm.predict(slow, "tensor", logits_bytes=logits, **BARE)
+    assert tensor["network_seconds"] == pytest.approx(logits / 2 / 12.5e6)
+    assert pm.predict(slow, "layer", **BARE)["network_seconds"] == 0
+
+
+# The per-token cost of RPC (issue #22 item 5): calibrated on make bench 20261201T144821Z (quiet machine).
+SINGLE_TPS, ONE_LOOPBACK_TPS, TWO_WORKERS_TPS = 56.26, 43.06, 41.9
+
+
+def _bench(workers, **options):
+    """The bench's cache model (222 MB) as llama_benchmark predicts it: bandwidth from the single process, the
+    weights shared evenly, loopback/bridge round trips taken as 0."""
+    size = 222e6
+    bandwidth = pm.effective_bandwidth(size, SINGLE_TPS)
+    if not workers:
+        return pm.predict([{"name": "single", "bytes": size, "bandwidth": bandwidth}], "none", **options)
+    nodes = [{"name": f"w{i}", "bytes": size / workers, "bandwidth": bandwidth, "rtt": 0.0} for i in range(workers)]
+    return pm.predict(nodes, "layer", **options)
+
+
+def test_a_loopback_worker_is_no_longer_predicted_as_fast_as_a_single_process():
+    assert _bench(0)["tokens_per_second"] == pytest.approx(SINGLE_TPS)
+    assert _bench(1)["tokens_per_second"] == pytest.approx(ONE_LOOPBACK_TPS, rel=0.01)
+    assert _bench(2)["tokens_per_second"] == pytest.approx(TWO_WORKERS_TPS, rel=0.01)
+    # Without the two parameters the model is back to its old error (predicted/measured 1.31).
+    assert _bench(1, **BARE)["tokens_per_second"] / ONE_LOOPBACK_TPS == pytest.approx(1.31, abs=0.01)
+
+
+def test_rpc_token_seconds_names_its_terms():
+    worker = {"rtt": 0.002, "throughput": 12.5e6}
+    # 2 x (2 ms + 0.32 ms) + 50 kB over 12.5 MB/s (4 ms)
+    assert pm.rpc_token_seconds(worker, 2, 0.00032, 50_000) == pytest.approx(2 * 0.00232 + 0.004)
+    assert pm.rpc_token_seconds({"rtt": 0.0}, 3, 0.001) == pytest.approx(0.003)
+    # Each worker pays it: a third worker costs a third worker's exchanges, at equal compute.
+    two, three = _bench(2)["network_seconds"], _bench(3)["network_seconds"]
+    assert three - two == pytest.approx(2 * pm.RPC_CALL_SECONDS)
+
+
+def test_load_seconds_adds_its_terms():
+    terms = pm.load_seconds(
+        local_bytes=2 * GB,
+        sshfs_bytes=1 * GB,
+        hashed_bytes=3 * GB,
+        offers=100,
+        sent_bytes=1.2 * GB,
+        disk_rate=0.2 * GB,
+        sshfs_rate=0.01 * GB,
+        hash_rate=1 * GB,
+        link_rate=0.012 * GB,
+        rtt=0.001,
+    )
+    assert terms == pytest.approx(
+        {"read_local": 10, "read_sshfs": 100, "hash": 3, "offer": 0.1, "send": 100, "total": 213.1}
+    )
+
+
+def test_seeding_runs_the_workers_in_parallel():
+    # Each worker reads, hashes and writes its own bytes; the slowest (largest) one sets the time.
+    assert pm.seed_seconds([1 * GB, 3 * GB], 0.2 * GB, 1 * GB) == pytest.approx(3 * (2 / 0.2 + 1))
+    assert pm.seed_seconds([], 0.2 * GB, 1 * GB) == 0

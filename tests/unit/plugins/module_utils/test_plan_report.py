@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ansible_collections.llamarpc.cluster.plugins.action.llama_plan_report import write_json
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _plan_report as report
 
 MB = 1000 * 1000
@@ -67,13 +68,21 @@ def test_shards_already_there_are_not_downloaded_again():
 
 def test_tokens_per_second_come_from_the_performance_model():
     speed = build()["speed"]
-    compute = 300 * MB / 10e9
-    # Two round trips per worker and token: loopback for the coordinator's own worker, 2 ms assumed for w2; one f32
-    # activation vector (4 kB) per hop.
-    network = 2 * 0.0001 + 2 * 0.002 + 4000 / 125e6 + 4000 / 12.5e6
+    compute = 300 * MB * perf.RPC_COMPUTE_FACTOR / 10e9  # both nodes are RPC workers
+    # Two round trips per worker and token: loopback for the coordinator's own worker, 2 ms assumed for w2, each with
+    # the hosts' share of an exchange; one f32 activation vector (4 kB) per hop.
+    network = 2 * 0.0001 + 2 * 0.002 + 4 * perf.RPC_CALL_SECONDS + 4000 / 125e6 + 4000 / 12.5e6
     assert speed["compute_seconds"] == pytest.approx(compute)
     assert speed["network_seconds"] == pytest.approx(network)
     assert speed["tokens_per_second"] == pytest.approx(1 / (compute + network))
+
+
+def test_a_local_plan_is_one_process_reading_every_weight():
+    local = {**MEMORY, "workers": [], "excluded": [], "table": ["node  endpoint  layers", "c  local  0-3+out"]}
+    doc = build(memory=local)
+    assert doc["speed"]["compute_seconds"] == pytest.approx(300 * MB / 10e9)
+    assert doc["speed"]["network_seconds"] == 0
+    assert doc["load"]["send_seconds"] == {}
 
 
 def test_a_measured_round_trip_replaces_the_assumed_one_and_says_so():

@@ -11,6 +11,7 @@ import http.server
 import json
 import os
 import shutil
+import socket
 import stat
 import threading
 
@@ -205,42 +206,197 @@ def test_corrupt_file_is_fetched_again(run_module, corrupted):
     assert outcome.result["refetched"] == [NAME] and path.read_bytes() == DATA
 
 
-def test_a_corrupt_shard_is_kept_when_its_fetch_fails(run_module, server, tmp_path, corrupted):
-    path = corrupted[1]
+def damage(path, *spots):
+    """Overwrite 16 bytes at each offset (``-N``: N bytes from the end); the mtime changes, as after a stray write."""
+    path.chmod(0o644)
+    with path.open("r+b") as handle:
+        for spot in spots:
+            handle.seek(spot if spot >= 0 else len(DATA) + spot)
+            handle.write(b"\xa5" * 16)
+
+
+@pytest.fixture
+def placed(run_module, server, tmp_path):
+    """The shard placed and verified: (apply arguments, its path)."""
+    args = apply_args(tmp_path, [shard(server)])
+    assert not run_module(gguf_shard_place, args).failed
+    return args, tmp_path / "models" / NAME
+
+
+@pytest.fixture
+def no_room(monkeypatch):
+    """The model filesystem has less room than a second copy of the shard needs."""
+
+    real = shutil.disk_usage
+
+    def full(path):
+        return real(path)._replace(free=len(DATA) - 1)
+
+    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", full)
+
+
+def test_a_corrupt_shard_is_repaired_in_its_own_inode_by_range(run_module, server, placed, no_room):
+    args, path = placed
+    damage(path, 4096)
+    inode = path.stat().st_ino
+    with open(path, "rb") as held:  # sftp-server (or an mmap) holding the file open
+        server.state["requests"].clear()
+        outcome = run_module(gguf_shard_place, args)
+        assert not outcome.failed, outcome.result
+        held.seek(4096)
+        assert held.read(16) == DATA[4096:4112]  # the holder's open file reads the repaired bytes
+    assert outcome.result["refetched"] == [NAME]
+    assert outcome.result["actions"] == [f"repair {NAME} in place"]
+    assert outcome.result["repaired"] == [{"name": NAME, "rewritten": sf.CHUNK}]  # only the damaged block written
+    assert path.read_bytes() == DATA and path.stat().st_ino == inode and path.stat().st_nlink == 1
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert sorted(os.listdir(path.parent)) == sorted([NAME, sf.MANIFEST, sf.LOCK])  # no .partial, no sidecar
+    assert server.state["requests"] == [None]
+    again = run_module(gguf_shard_place, args)
+    assert not again.result["changed"] and again.result["verified"] == []
+
+
+def test_check_mode_and_diff_report_the_repair_and_do_nothing(run_module, server, placed, no_room):
+    args, path = placed
+    damage(path, 4096)
+    before = path.read_bytes()
+    server.state["requests"].clear()
+    outcome = run_module(gguf_shard_place, {**args, "_ansible_diff": True}, check_mode=True)
+    assert outcome.result["changed"] and outcome.result["actions"] == [f"repair {NAME} in place"]
+    assert NAME in outcome.result["diff"]["before"] and "corrupt" in outcome.result["diff"]["before"]
+    assert outcome.result["diff"]["after"] == f"{NAME}: repaired in its own inode\n"
+    assert path.read_bytes() == before and server.state["requests"] == []
+
+
+def test_an_interrupted_repair_resumes_where_it_stopped(run_module, server, placed, monkeypatch):
+    args, path = placed
+    monkeypatch.setattr(sf, "CHUNK", 64 << 10)
+    monkeypatch.setattr(sf, "PROGRESS_EVERY", 0.0)  # a checkpoint after every block
+    damage(path, 4096, -100)
+    server.state["cut"] = [300_000]
+    failed = run_module(gguf_shard_place, {**args, "retries": 0})
+    assert failed.failed and "kept in place" in failed.result["msg"] and "resumes" in failed.result["msg"]
+    assert sf.read_json(str(path) + sf.REPAIR)["done"] == 300_000
+    assert NAME not in sf.read_json(str(path.parent / sf.MANIFEST))  # a half-repaired file is never trusted
+    checked = run_module(gguf_shard_place, args, check_mode=True)
+    assert checked.result["actions"] == [f"repair {NAME} in place (resume from 300000)"]
+    server.state["requests"].clear()
+    done = run_module(gguf_shard_place, args)
+    assert not done.failed, done.result
+    assert server.state["requests"] == ["bytes=300000-"]
+    assert done.result["fetched"][0]["resumed_from"] == 300_000
+    assert done.result["fetched"][0]["downloaded"] == len(DATA) - 300_000
+    assert path.read_bytes() == DATA and not os.path.exists(str(path) + sf.REPAIR)
+
+
+def test_a_resume_point_that_no_longer_holds_is_repaired_from_the_start(run_module, server, placed):
+    args, path = placed
+    damage(path, 4096)
+    sf.write_json(str(path) + sf.REPAIR, {"size": len(DATA), "sha256": SHA, "etag": '"v1"', "done": 8192})
+    server.state["requests"].clear()
+    done = run_module(gguf_shard_place, args)
+    assert not done.failed, done.result
+    assert server.state["requests"] == ["bytes=8192-", None]
+    assert path.read_bytes() == DATA
+
+
+def test_an_unreachable_source_keeps_the_corrupt_shard_and_says_what_to_do(run_module, tmp_path, placed, no_room):
+    args, path = placed
+    damage(path, 4096)
+    before, inode = path.read_bytes(), path.stat().st_ino
+    dead = {**args["_request"]["shards"][0], "url": f"http://127.0.0.1:{closed_port()}/{NAME}"}
+    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [dead], retries=0))
+    assert outcome.failed
+    message = outcome.result["msg"]
+    assert "kept in place" in message and f"Make {dead['url']} reachable" in message, message
+    assert path.read_bytes() == before and path.stat().st_ino == inode
+    assert not os.path.exists(str(path) + sf.PARTIAL)
+
+
+def closed_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_a_source_that_does_not_match_its_sha256_is_named_and_never_trusted(run_module, server, tmp_path, placed):
+    args, path = placed
+    damage(path, 4096)
+    wrong = apply_args(tmp_path, [shard(server, sha256="0" * 64)])
+    outcome = run_module(gguf_shard_place, wrong)
+    assert outcome.failed and "the source's bytes have sha256 " + SHA in outcome.result["msg"]
+    assert NAME not in (sf.read_json(str(path.parent / sf.MANIFEST)) or {})
+    assert run_module(gguf_shard_place, wrong).result["refetched"] == [NAME]  # still not trusted
+
+
+def test_a_corrupt_shard_of_the_wrong_size_is_kept_when_its_download_fails(run_module, server, tmp_path, placed):
+    path = placed[1]
+    path.chmod(0o644)
+    path.write_bytes(b"z" * 100)
     outcome = run_module(gguf_shard_place, apply_args(tmp_path, [shard(server, sha256="0" * 64)]))
-    assert outcome.failed and "checksum mismatch" in outcome.result["msg"]
-    assert path.read_bytes() == b"z" * len(DATA)  # replaced only by a verified copy
+    assert outcome.failed and "checksum mismatch" in outcome.result["msg"] and "was kept" in outcome.result["msg"]
+    assert path.read_bytes() == b"z" * 100  # replaced only by a verified copy
 
 
-def test_a_corrupt_shard_on_a_full_disk_makes_room_for_its_download(run_module, corrupted, monkeypatch):
-    args, path = corrupted
-    full = shutil.disk_usage(path.parent)._replace(free=len(DATA) - 1)
+def test_a_corrupt_shard_of_the_wrong_size_without_room_changes_nothing(run_module, server, placed, monkeypatch):
+    args, path = placed
+    path.chmod(0o644)
+    path.write_bytes(b"z" * 100)
+    full = shutil.disk_usage(path.parent)._replace(free=50)
+    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
+    server.state["requests"].clear()
+    outcome = run_module(gguf_shard_place, args)
+    assert (
+        outcome.failed
+        and "more room is needed" in outcome.result["msg"]
+        and "Nothing was changed" in (outcome.result["msg"])
+    )
+    assert path.read_bytes() == b"z" * 100 and server.state["requests"] == []
+
+
+def test_a_corrupt_shard_of_the_wrong_size_grows_in_place_when_only_that_fits(run_module, server, placed, monkeypatch):
+    args, path = placed
+    path.chmod(0o644)
+    path.write_bytes(DATA[:1000])
+    inode = path.stat().st_ino
+    full = shutil.disk_usage(path.parent)._replace(free=len(DATA) - 500)
     monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
     outcome = run_module(gguf_shard_place, args)
-    assert not outcome.failed, outcome.result
-    assert outcome.result["refetched"] == [NAME] and path.read_bytes() == DATA
+    assert outcome.result["actions"] == [f"repair {NAME} in place"]
+    assert path.read_bytes() == DATA and path.stat().st_ino == inode
 
 
-def test_a_corrupt_shard_on_a_full_disk_is_rewritten_in_its_own_blocks(run_module, tmp_path, monkeypatch):
+def test_a_corrupt_shard_from_a_local_source_is_rewritten_in_its_own_blocks(run_module, tmp_path, no_room):
     source = tmp_path / "source.gguf"
     source.write_bytes(DATA)
     models = tmp_path / "models"
     models.mkdir()
     path = models / NAME
     path.write_bytes(b"z" * len(DATA))
-    held = open(path, "rb")  # noqa: SIM115 - llama-server holding the file open, as in the cluster
     inode = path.stat().st_ino
-    full = shutil.disk_usage(models)._replace(free=len(DATA) - 1)
-    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
-    entry = {"name": NAME, "size": len(DATA), "sha256": SHA, "src": str(source)}
-    outcome = run_module(gguf_shard_place, apply_args(tmp_path, [entry]))
-    assert not outcome.failed, outcome.result
+    with open(path, "rb") as held:  # llama-server holding the file open, as in the cluster
+        entry = {"name": NAME, "size": len(DATA), "sha256": SHA, "src": str(source)}
+        outcome = run_module(gguf_shard_place, apply_args(tmp_path, [entry]))
+        assert not outcome.failed, outcome.result
+        assert held.read(4) == DATA[:4]  # the holder sees the good bytes now
     assert outcome.result["refetched"] == [NAME]
     assert path.read_bytes() == DATA and path.stat().st_ino == inode
     assert stat.S_IMODE(path.stat().st_mode) == 0o444
-    assert held.read(4) == DATA[:4]  # the holder sees the good bytes now
-    held.close()
     assert not (models / (NAME + ".partial")).exists()
+
+
+def test_deleted_files_held_open_are_named_in_the_message(tmp_path):
+    victim = tmp_path / "gone.gguf"
+    victim.write_bytes(b"x" * 5000)
+    with open(victim, "rb"):
+        victim.unlink()
+        held = sf.deleted_but_open(str(tmp_path))
+        hint = gguf_shard_place._room_hint(str(tmp_path))
+    assert held == [{"pid": os.getpid(), "command": held[0]["command"], "path": str(victim), "size": 5000}]
+    assert str(victim) in hint and f"pid {os.getpid()}" in hint and "Restart" in hint
+    assert sf.deleted_but_open(str(tmp_path)) == []
 
 
 def test_links_and_stale_partials(run_module, tmp_path):
@@ -353,3 +509,13 @@ def test_a_root_owned_model_directory_keeps_root_files(run_module, server, tmp_p
     run_module(gguf_shard_place, args)
     me = (os.geteuid(), os.getegid())
     assert sf.owner_of(tmp_path / "models") == me and sf.owner_of(tmp_path / "models" / NAME) == me
+
+
+def test_a_repair_sidecar_makes_the_shard_hashed_whatever_the_manifest_says(run_module, placed):
+    """A repair killed before the manifest lost its entry (or with the mtime put back) is not trusted."""
+    args, path = placed
+    sf.write_json(str(path) + sf.REPAIR, {"size": len(DATA), "sha256": SHA, "etag": '"v1"', "done": 4096})
+    outcome = run_module(gguf_shard_place, args)
+    assert outcome.result["verified"] == [NAME] and not os.path.exists(str(path) + sf.REPAIR)
+    assert outcome.result["actions"] == [f"remove {NAME}{sf.REPAIR} (the shard verifies)"]
+    assert run_module(gguf_shard_place, args).result["verified"] == []

@@ -23,6 +23,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build as lb
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build_run as lbr
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cpp_build
 
 HAVE_TOOLCHAIN = all(shutil.which(tool) for tool in ("cmake", "cc", "c++", "readelf", "ldd"))
@@ -204,7 +205,7 @@ def test_extract_refuses_members_outside_the_tree(tmp_path):
     evil.size = 1
     src = write_tar(tmp_path / "evil.tar.gz", {"CMakeLists.txt": ""}, extra=[evil])
     with pytest.raises(lb.BuildError, match="unsafe member"):
-        llama_cpp_build.extract(src, "tar", str(tmp_path / "out"))
+        lbr.extract(src, "tar", str(tmp_path / "out"))
     assert not (tmp_path / "evil").exists()
 
 
@@ -214,7 +215,7 @@ def test_extract_refuses_links_outside_the_tree(tmp_path):
     link.linkname = "../../../etc/passwd"
     src = write_tar(tmp_path / "link.tar.gz", {"CMakeLists.txt": ""}, extra=[link])
     with pytest.raises(lb.BuildError, match="points outside"):
-        llama_cpp_build.extract(src, "tar", str(tmp_path / "out"))
+        lbr.extract(src, "tar", str(tmp_path / "out"))
 
 
 def test_extract_skips_devices_and_strips_setuid(tmp_path):
@@ -224,7 +225,7 @@ def test_extract_skips_devices_and_strips_setuid(tmp_path):
     tool.size = 2
     tool.mode = 0o4755
     src = write_tar(tmp_path / "odd.tar.gz", {"CMakeLists.txt": ""}, extra=[fifo, tool])
-    names, _comment = llama_cpp_build.extract(src, "tar", str(tmp_path / "out"))
+    names, _comment = lbr.extract(src, "tar", str(tmp_path / "out"))
     assert "tiny-b1234/fifo" not in names
     assert not (tmp_path / "out" / "tiny-b1234" / "fifo").exists()
     assert (tmp_path / "out" / "tiny-b1234" / "tool.sh").stat().st_mode & 0o7777 == 0o755
@@ -234,7 +235,7 @@ def test_corrupt_archive_is_a_clean_failure(tmp_path):
     bad = tmp_path / "bad.tar.gz"
     bad.write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(lb.BuildError, match="cannot extract"):
-        llama_cpp_build.extract(str(bad), "tar", str(tmp_path / "out"))
+        lbr.extract(str(bad), "tar", str(tmp_path / "out"))
 
 
 @needs_toolchain

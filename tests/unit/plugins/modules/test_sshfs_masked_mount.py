@@ -10,6 +10,7 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs_mount as mech
 from ansible_collections.llamarpc.cluster.plugins.modules import sshfs_masked_mount as smm
 
 PATH = "/data/models/node2"
@@ -77,14 +78,14 @@ def host(monkeypatch, tmp_path):
             return "Name:\tsshfs\nSigIgn:\t0000000000005007\n"
         return "fuse_dev_do_read\n"
 
-    def python_child(code, args, timeout):
-        if code is smm._PROBE_CODE:
+    def run_in_child(function, args, timeout):
+        if function is mech.statvfs_probe:
             return (
                 None
                 if fake.stat == "timeout"
                 else ({"ok": True} if fake.stat == "ok" else {"ok": False, "error": fake.stat})
             )
-        if code is smm._MMAP_CODE:
+        if function is mech.mmap_probe:
             return {"ok": fake.mmap_ok}
         return {"bytes": 16_000_000, "seconds": 1.6}
 
@@ -97,14 +98,14 @@ def host(monkeypatch, tmp_path):
     monkeypatch.setattr(
         basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: f"/usr/bin/{name}"
     )
-    monkeypatch.setattr(smm.Mount, "mount_entry", lambda self: fake.entry())
-    monkeypatch.setattr(smm.Mount, "read_proc", staticmethod(read_proc))
+    monkeypatch.setattr(mech, "mount_entry", lambda path: fake.entry())
+    monkeypatch.setattr(mech, "read_proc", read_proc)
     monkeypatch.setattr(
-        smm.Mount, "proc_states", lambda self, pid, samples=3: ([fake.proc_state] if read_proc(pid, "stat") else [], [])
+        mech, "proc_states", lambda pid, samples=3: ([fake.proc_state] if read_proc(pid, "stat") else [], [])
     )
-    monkeypatch.setattr(smm, "python_child", python_child)
-    monkeypatch.setattr(smm, "run_bounded", run_bounded)
-    monkeypatch.setattr(smm.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(mech, "run_in_child", run_in_child)
+    monkeypatch.setattr(mech, "run_bounded", run_bounded)
+    monkeypatch.setattr(mech.time, "sleep", lambda seconds: None)
     fake.unit_dir = tmp_path
     return fake
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_hazards as sh
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_host, _sync_scan, _syncers
 from ansible_collections.llamarpc.cluster.plugins.modules import sync_hazard_facts as shf
 
 MODELS = "/data/home/pool/work/models"
@@ -229,16 +229,18 @@ def host(monkeypatch):
         sysconf=lambda name: 100,
         readlink=lambda p: "/",
     )
-    monkeypatch.setattr(shf, "os", fake_os)
-    monkeypatch.setattr(shf, "glob", SimpleNamespace(glob=fs.glob))
-    monkeypatch.setattr(
-        shf, "pwd", SimpleNamespace(getpwall=lambda: list(entries.values()), getpwnam=getpwnam, getpwuid=getpwuid)
-    )
-    monkeypatch.setattr(
-        shf, "grp", SimpleNamespace(getgrgid=lambda gid: SimpleNamespace(gr_name=getpwuid(gid).pw_name))
-    )
-    monkeypatch.setattr(shf, "read_text", lambda path, limit=0: fs.content(path))
-    monkeypatch.setattr(shf.Scanner, "processes_now", lambda self: copy.deepcopy(processes))
+    fakes = {
+        "os": fake_os,
+        "glob": SimpleNamespace(glob=fs.glob),
+        "pwd": SimpleNamespace(getpwall=lambda: list(entries.values()), getpwnam=getpwnam, getpwuid=getpwuid),
+        "grp": SimpleNamespace(getgrgid=lambda gid: SimpleNamespace(gr_name=getpwuid(gid).pw_name)),
+    }
+    for module in (_sync_host, _sync_scan):
+        for name, fake in fakes.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, fake)
+    monkeypatch.setattr(_sync_host, "read_text", lambda path, limit=0: fs.content(path))
+    monkeypatch.setattr(_sync_host, "processes_now", lambda *_args: copy.deepcopy(processes))
     monkeypatch.setattr(
         basic.AnsibleModule,
         "get_bin_path",
@@ -339,7 +341,7 @@ def test_units_carry_what_acting_needs(run_module, host):
     assert [p["pid"] for p in facts["processes"]] == [900]
     assert facts["processes"][0]["cgroup_unit"] == "cron.service"
     (cron,) = facts["cron_lines"]
-    assert cron["disabled_line"] == sh.CRON_DISABLED_MARKER + cron["line"]
+    assert cron["disabled_line"] == _syncers.CRON_DISABLED_MARKER + cron["line"]
 
     # The user manager was asked as its user, with its runtime directory.
     user_calls = [c for c in host.calls if "--user" in c]
@@ -364,7 +366,7 @@ def test_configs_come_with_the_exclude_rewrite(run_module, host):
 def test_after_neutralising(run_module, host):
     """What the role leaves behind reads as neutralised: masked units, disabled cron lines, no bare process."""
     host.fs.files["/var/spool/cron/crontabs/pool"] = (
-        sh.CRON_DISABLED_MARKER + "*/5 * * * * rsync -a --delete /srv/m/ " + MODELS + "/\n"
+        _syncers.CRON_DISABLED_MARKER + "*/5 * * * * rsync -a --delete /srv/m/ " + MODELS + "/\n"
     )
     del host.fs.files["/etc/tmpfiles.d/models.conf"]
     for unit in (host.pool_units["lsyncd.service"], host.system_units["backup.service"]):
@@ -419,7 +421,7 @@ def test_bad_input_fails_before_scanning(run_module, monkeypatch, args, message)
     def no_scan(*_args, **_kwargs):
         raise AssertionError("scanned despite bad input")
 
-    monkeypatch.setattr(shf.Scanner, "__init__", no_scan)
+    monkeypatch.setattr(_sync_scan.Scanner, "__init__", no_scan)
     outcome = run_module(shf, args)
     assert outcome.failed
     assert message in outcome.result["msg"]

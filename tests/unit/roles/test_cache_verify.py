@@ -1,0 +1,142 @@
+"""The worker's tensor-cache verifier: a file stays only if it is a regular file named by the FNV-1a hash of its
+bytes (as llama.cpp names it) and larger than the 10 MiB llama.cpp caches from; the C++ helper hashes alike."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import worker_unit
+
+FILES = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files"
+spec = importlib.util.spec_from_file_location("llamarpc_cache_verify", FILES / "llamarpc_cache_verify.py")
+verify_mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(verify_mod)
+
+THRESHOLD = 64 * 1024  # instead of 10 MiB, so that hashing in Python stays quick here
+SIZE = THRESHOLD + 4096
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch):
+    monkeypatch.setattr(verify_mod, "HASH_THRESHOLD", THRESHOLD)
+
+
+def test_the_threshold_is_llama_cpps():
+    # ggml-rpc.cpp: HASH_THRESHOLD = 10 * 1024 * 1024, and only tensors of more bytes are cached
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    assert fresh.HASH_THRESHOLD == 10 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def hasher(tmp_path_factory):
+    if not shutil.which("g++"):
+        pytest.skip("no g++ to build the helper")
+    return worker_unit.build_hasher(tmp_path_factory.mktemp("hasher"))
+
+
+def entry(directory, data):
+    """A cache file named as llama.cpp names it (the hash computed here in Python)."""
+    path = directory / f"{verify_mod.fnv1a(data):016x}"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tensor():
+    return os.urandom(SIZE)
+
+
+def test_fnv1a_matches_the_published_test_vectors():
+    # FNV-1a 64 of "", "a" and "foobar" (the FNV reference vectors); ggml-rpc.cpp's fnv_hash is the same function.
+    assert verify_mod.fnv1a(b"") == 0xCBF29CE484222325
+    assert verify_mod.fnv1a(b"a") == 0xAF63DC4C8601EC8C
+    assert verify_mod.fnv1a(b"foobar") == 0x85944171F73967E8
+    assert verify_mod.fnv1a(b"bar", verify_mod.fnv1a(b"foo")) == verify_mod.fnv1a(b"foobar")
+
+
+def test_the_helper_hashes_as_python_does(hasher, tmp_path):
+    files = {name: os.urandom(size) for name, size in (("empty", 0), ("one", 1), ("odd", 3 * 2**20 + 7))}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    out = subprocess.run([hasher, *(str(tmp_path / n) for n in files)], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines == [f"{verify_mod.fnv1a(data):016x}  {tmp_path / name}" for name, data in files.items()]
+
+
+def test_the_helper_reports_an_unreadable_file(hasher, tmp_path):
+    out = subprocess.run([hasher, str(tmp_path / "gone")], capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stdout) == (1, f"-  {tmp_path / 'gone'}\n")
+    assert "No such file" in out.stderr
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["helper", "python"])
+def test_good_files_stay_and_every_kind_of_bad_one_goes(fast, hasher, tensor, tmp_path):
+    good = entry(tmp_path, tensor)
+    truncated = entry(tmp_path, tensor[::-1])  # another tensor, then cut as by a kill mid-write
+    with truncated.open("r+b") as handle:
+        handle.truncate(SIZE - 1)
+    flipped = entry(tmp_path, tensor[1:] + b"x")
+    data = bytearray(flipped.read_bytes())
+    data[SIZE // 2] ^= 0x01
+    flipped.write_bytes(bytes(data))
+    small = entry(tmp_path, tensor[:THRESHOLD])  # right name, but llama.cpp never caches it
+    upper = tmp_path / good.name.upper()
+    upper.write_bytes(tensor)
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    link = tmp_path / f"{verify_mod.fnv1a(b'x'):016x}"
+    link.symlink_to(good)
+    subdir = tmp_path / "sub"
+    subdir.mkdir()
+    logged = []
+    counts = verify_mod.verify(str(tmp_path), hasher if fast else None, log=logged.append)
+    assert counts == (1, 6, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([good.name, "sub"])
+    assert good.read_bytes() == tensor
+    text = "\n".join(logged)
+    assert f"{truncated}: removed, its bytes hash to" in text
+    assert f"{flipped}: removed, its bytes hash to" in text
+    assert f"{small}: removed, {THRESHOLD} bytes" in text
+    assert f"{upper}: removed, name is not" in text
+    assert f"{other}: removed, name is not" in text
+    assert f"{link}: removed, not a regular file" in text
+    assert f"{subdir}: a directory (left alone)" in text
+
+
+def test_a_bad_file_that_cannot_be_removed_fails_the_start(monkeypatch, tensor, tmp_path, capsys):
+    bad = tmp_path / "0123456789abcdef"
+    bad.write_bytes(tensor)
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(verify_mod.os, "unlink", refuse)  # e.g. a root-owned file in a root-owned directory
+    assert verify_mod.main(["verify", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{bad}: its bytes hash to" in out and "cannot remove it: Permission denied" in out
+    assert "0 removed, 1 not removable" in out
+
+
+def test_main_hashes_in_python_without_the_helper_and_says_so(tensor, tmp_path, capsys):
+    good = entry(tmp_path, tensor)
+    assert verify_mod.main(["verify", "--hasher", str(tmp_path / "missing"), str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "hashing in Python" in out
+    assert f"tensor cache {tmp_path}: 1 file(s) verified, 0 removed, 0 not removable" in out
+    assert good.exists()
+
+
+def test_main_rejects_bad_usage(capsys):
+    assert verify_mod.main(["verify"]) == 2
+    assert verify_mod.main(["verify", "--hash", "x", "y"]) == 2
+    assert "Usage" in capsys.readouterr().err
+
+
+def test_a_missing_directory_has_nothing_to_verify(tmp_path):
+    assert verify_mod.verify(str(tmp_path / "nope")) == (0, 0, 0)

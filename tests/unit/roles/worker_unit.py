@@ -1,0 +1,67 @@
+"""The llama_rpc_worker unit rendered as the template module renders it (Jinja2, trim_blocks) and read as systemd
+reads it (backslash continuations, comments, one command per Exec line): shared by the unit and integration tests."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import jinja2
+
+ROLE = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker"
+
+DEFAULTS = {
+    "ansible_managed": "Ansible managed",
+    "llama_rpc_worker_user": "llamarpc",
+    "llama_rpc_worker_service": "llamarpc-rpc-worker",
+    "llama_rpc_worker_firewall": True,
+    "llama_rpc_worker_cache": True,
+    "llama_rpc_worker_cache_dir": "/var/cache/llamarpc/rpc-worker",
+    "llama_rpc_worker_cache_verify_fast": True,
+    "llama_rpc_worker_cache_verify_timeout": "30min",
+    "llama_rpc_worker_devices": [],
+    "llama_rpc_worker_port": 50052,
+    "llama_cpp_rpc_server_bin": "/opt/llamarpc/llama.cpp/KEY/bin/ggml-rpc-server",
+    "_llama_rpc_worker_bind": "10.0.0.2",
+    "_llama_rpc_worker_threads": 4,
+    "_llama_rpc_worker_cache_bytes": 21474836480,
+    "_llama_rpc_worker_prune": "/usr/local/lib/llamarpc/llamarpc_cache_prune.py",
+    "_llama_rpc_worker_verify": "/usr/local/lib/llamarpc/llamarpc_cache_verify.py",
+    "_llama_rpc_worker_hasher": "/usr/local/lib/llamarpc/llamarpc-fnv1a",
+}
+
+
+def render(template="worker.service.j2", **overrides):
+    env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
+    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
+    return env.from_string((ROLE / "templates" / template).read_text()).render({**DEFAULTS, **overrides})
+
+
+def directives(text):
+    """[(key, value)] of a unit file: continuation lines joined (systemd replaces backslash-newline by a space)."""
+    found, pending = [], ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#;["):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        key, _sep, value = (pending + stripped).partition("=")
+        found.append((key.strip(), value.strip()))
+        pending = ""
+    return found
+
+
+def commands(text, key):
+    """The argv of every ``key`` line (ExecStart, ExecStartPre), in order."""
+    return [shlex.split(value) for name, value in directives(text) if name == key]
+
+
+def build_hasher(out_dir):
+    """The verifier's helper compiled as the role compiles it on the host; its path."""
+    out = Path(out_dir) / "llamarpc-fnv1a"
+    source = ROLE / "files" / "llamarpc_fnv1a.cpp"
+    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
+    return str(out)

@@ -1,0 +1,58 @@
+"""tools/seed_paper.py: docs/seed-on-paper.md is what the planner and the performance model say today."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import seed_paper
+
+
+def test_the_page_is_current():
+    """Fails when the planner, the performance model or the tool changed and the page was not regenerated
+    (python tools/seed_paper.py)."""
+    assert seed_paper.OUT.read_text(encoding="utf-8") == seed_paper.build()
+
+
+def test_the_command_line_writes_the_page(tmp_path):
+    out = tmp_path / "page.md"
+    subprocess.run([sys.executable, str(Path(seed_paper.__file__)), "--out", str(out)], check=True)
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# The seed at full scale, on paper\n")
+    assert "| seed, measured | (not recorded) | 48 min | - | - | 0.52 |" in text
+
+
+@pytest.fixture(scope="module")
+def seed_case(tmp_path_factory):
+    out = seed_paper.seed_gguf.write(tmp_path_factory.mktemp("seed"))
+    model = seed_paper.gguf_header.read_model(out["files"][0]["path"])
+    summary = seed_paper.planner.summarize(model)
+    shards = [
+        sum(t["bytes"] for t in seed_paper.gguf_header.read_header(entry["path"])["tensors"]) for entry in out["files"]
+    ]
+    return model, summary, seed_paper.plan(summary, seed_paper.vms(6, 8)), shards
+
+
+@pytest.mark.parametrize("mbit", seed_paper.LINKS_MBIT)
+def test_warm_beats_seeded_beats_cold(seed_case, mbit):
+    model, summary, plan, shards = seed_case
+    run = seed_paper.figures(model, summary, plan, shards, mbit, seed_paper.BASE)
+    assert run["warm"]["total"] < run["seeded"] < run["cold"]["total"]
+    # Only the tensors under the cache's 10 MiB threshold still cross the link when the caches are warm.
+    assert run["warm"]["send"] < 0.03 * run["cold"]["send"]
+
+
+def test_the_cold_prediction_is_near_the_seeds_48_minutes(seed_case):
+    model, summary, plan, shards = seed_case
+    cold = seed_paper.figures(model, summary, plan, shards, 100, seed_paper.BASE)["cold"]["total"]
+    assert 0.75 < cold / (seed_paper.MEASURED_LOAD_MIN * 60) < 1.1
+
+
+def test_every_layer_and_the_output_are_placed_once(seed_case):
+    model, _summary, plan, _shards = seed_case
+    per = seed_paper.placement(model, plan)
+    embedding = next(t["bytes"] for t in model["tensors"] if t["name"] == "token_embd.weight")
+    assert sum(p["bytes"] for p in per.values()) == sum(t["bytes"] for t in model["tensors"]) - embedding
+    assert sum(p["offers"] for p in per.values()) == 64 * 5 + 1  # q, output, gate, up, down per layer; output.weight
