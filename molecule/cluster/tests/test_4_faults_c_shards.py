@@ -8,9 +8,9 @@ import json
 import time
 
 import pytest
-from clusterlib import MANIFEST, api, changed_nothing, deployed_plan, greedy, in_host, playbook
+from clusterlib import MANIFEST, api, changed_nothing, deployed_plan, greedy, in_host, playbook, status_report
 from faultreport import record
-from labtest import INVENTORY, inventory_hosts, lab, recap, wait_for
+from labtest import INVENTORY, inventory_hosts, lab, wait_for
 
 MOUNT_ROOT = "/mnt/llamarpc"
 
@@ -91,10 +91,11 @@ def test_a_hung_sshfs_is_reported_by_status_and_healed_by_site():
 
 
 @pytest.mark.fault(3)
-def test_the_sshfs_serving_hosts_sshd_stopped_is_reported_and_healed_by_site():
+def test_the_sshfs_serving_hosts_sshd_stopped_is_reported_and_healed_by_site(tmp_path):
     """The host that serves a shard over SFTP loses its sshd (stopped, its sessions gone): the cluster keeps serving
-    from memory, status.yml names the mount and the host, and once sshd runs there again site.yml heals the mount.
-    sshd is stopped and started from the controller through the host's namespaces (Ansible needs it to connect)."""
+    from memory, status.yml names the mount and the host that does not answer, and once sshd runs there again
+    site.yml's model step heals the mount (the SIGSTOP case above heals through the whole site.yml). sshd is stopped
+    and started from the controller through the host's namespaces (Ansible needs it to connect)."""
     node1 = lab("node1")
     target = sshfs_mounts(node1)[0]
     name = target.rsplit("/", 1)[1]
@@ -107,30 +108,34 @@ def test_the_sshfs_serving_hosts_sshd_stopped_is_reported_and_healed_by_site():
     try:
         cut = node1.run(f"timeout --signal=KILL 10 ls -f {target}").rc
         during = answer()
-        status = playbook(INVENTORY, name="status.yml", timeout=600)
-        mount_line = next((line for line in status.stdout.splitlines() if f"{target}: " in line), "")
-        reported = f"{target}: ok" not in status.stdout and bool(mount_line)
-        unreachable = recap(status.stdout).get(name, {}).get("unreachable", 0) > 0
+        report = status_report(tmp_path)
     finally:
         started = in_host(name, "systemctl start ssh.service && systemctl is-active ssh.service")
-    heal = full_site()
+    mounts = dict(item.split(": ", 1) for item in report.get("mounts", []))
+    memory = dict(item.split(": ", 1) for item in report.get("memory_available", []))
+    reported = mounts.get(target, "ok") != "ok" and memory.get(name) == "no answer"
+    heal = playbook(INVENTORY, "--tags", "llama_model")
     healed = wait_for(lambda: node1.run(f"timeout 5 ls -f {target}").rc == 0, 60)
     took = time.monotonic() - start
     after = answer()
     record(
         3,
         f"sshd of {name} (serving {target}) stopped, its SFTP sessions killed: listing rc {cut}; served during it: "
-        f"{during == expected}; status.yml {'reports ' + mount_line.strip() if reported else 'DOES NOT report it'}"
-        f"{', and ' + name + ' unreachable' if unreachable else ''}; sshd started again; site.yml rc "
-        f"{heal.returncode}, mount {'healthy again' if healed else 'STILL BROKEN'}; "
-        f"same answer after: {after == expected}",
-        ok=stop.stdout.strip().endswith("inactive")
-        and cut != 0
-        and during == expected
-        and reported
-        and heal.returncode == 0
-        and bool(healed)
-        and after == expected,
+        f"{during == expected}; status.yml "
+        + (f"reports the mount {mounts.get(target)} and {name}'s memory: no answer" if reported else f"{report}")
+        + f"; sshd started again; site.yml --tags llama_model rc {heal.returncode}, mount "
+        f"{'healthy again' if healed else 'STILL BROKEN'}; same answer after: {after == expected}",
+        ok=all(
+            (
+                stop.stdout.strip().endswith("inactive"),
+                cut != 0,
+                during == expected,
+                reported,
+                heal.returncode == 0,
+                bool(healed),
+                after == expected,
+            )
+        ),
         recover_s=took,
         key="3 sshd",
         detail="the serving host's sshd stopped",
@@ -139,7 +144,7 @@ def test_the_sshfs_serving_hosts_sshd_stopped_is_reported_and_healed_by_site():
     assert started.returncode == 0, (started.stdout, started.stderr)
     assert cut != 0
     assert during == expected
-    assert reported, status.stdout[-3000:]
+    assert reported, report
     assert heal.returncode == 0, heal.stdout[-3000:]
     assert healed
     assert after == expected
