@@ -33,6 +33,7 @@ ARGUMENT_SPEC = {
         "options": {
             "service": {"type": "str", "required": True},
             "variable": {"type": "str", "required": True},
+            "unit": {"type": "str"},
             "groups": {"type": "list", "elements": "str", "required": True},
         },
     },
@@ -108,6 +109,11 @@ class ActionModule(ActionBase):
             problems=problems,
             roles=validated,
             ports={entry["service"]: entry["port"] for entry in services},
+            listeners=[
+                {"service": entry["service"], "port": entry["port"], "unit": entry["unit"]}
+                for entry in services
+                if entry.get("unit")
+            ],
             deferred=sorted(self._deferred),
         )
         if problems:
@@ -196,7 +202,12 @@ class ActionModule(ActionBase):
             port = values[name] if name in values else self._value(name, defaults.get(name))
             if name in self._deferred:
                 continue
-            services.append({"service": entry["service"], "variable": name, "port": port})
+            unit = None
+            if entry.get("unit"):
+                unit_name = entry["unit"]
+                unit = values[unit_name] if unit_name in values else self._value(unit_name, defaults.get(unit_name))
+                unit = None if unit_name in self._deferred or not unit else f"{unit}.service"
+            services.append({"service": entry["service"], "variable": name, "port": port, "unit": unit})
         return services
 
     def _redact(self, message):

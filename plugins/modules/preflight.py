@@ -43,6 +43,11 @@ options:
         description: The variable holding its port (a role option, whose default applies when it is unset).
         type: str
         required: true
+      unit:
+        description:
+          - The variable holding the name of its systemd unit, without C(.service) (a role option). Given, the
+            service is returned in RV(listeners), for M(llamarpc.cluster.port_holders).
+        type: str
       groups:
         description: The groups of the hosts that run the service.
         type: list
@@ -88,7 +93,8 @@ EXAMPLES = r"""
           llama_coordinator: [coordinator]
         ports:
           - {service: llama-server, variable: llama_coordinator_port, groups: [coordinator]}
-          - {service: the RPC worker, variable: llama_rpc_worker_port, groups: [rpc_workers]}
+          - {service: the RPC worker, variable: llama_rpc_worker_port, unit: llama_rpc_worker_service,
+             groups: [rpc_workers]}
           - {service: Open WebUI, variable: open_webui_port, groups: [webui]}
         known: [llamarpc_mesh_address, llama_model_path]
 """
@@ -114,6 +120,12 @@ ports:
   returned: always
   type: dict
   sample: {"llama-server": 8080, "the RPC worker": 50052}
+listeners:
+  description: The services of O(ports) with a O(ports[].unit) run on this host, their ports and units.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"service": "the RPC worker", "port": 50052, "unit": "llamarpc-rpc-worker.service"}]
 deferred:
   description: Variables whose values refer to something not known yet, left unchecked.
   returned: always

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +17,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
 
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
-SCENARIO = REPO / "molecule" / "cluster"
+SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", REPO / "molecule" / "cluster"))
 # demo.yml's tiny model, in the controller user's cache (the user_path lookup's default for it).
 MANIFEST = Path(_paths.user_path("demo-model", "llamarpc-tiny-seed0.manifest.json"))
 
@@ -234,3 +236,30 @@ def status_problems(report, expect_down=()):
     if not report["plan"]:
         problems.append("no plan table")
     return problems
+
+
+def lab_name():
+    return yaml.safe_load((SCENARIO / "lab.yml").read_text())["lab_name"]
+
+
+def host_init(name):
+    """PID (in the controller's namespace) of the host's systemd: the child of its systemd-nspawn (the lab role's pid
+    file in the host's state directory)."""
+    nspawn = Path(f"/var/lib/llamarpc-lab/{lab_name()}/hosts/{name}/nspawn.pid").read_text().strip()
+    children = set()
+    for task in Path(f"/proc/{nspawn}/task").iterdir():
+        children.update((task / "children").read_text().split())
+    assert len(children) == 1, (name, nspawn, children)
+    return int(children.pop())
+
+
+def in_host(name, command, timeout=120):
+    """Run a shell command inside lab host ``name`` from the controller (nsenter into its namespaces through its
+    systemd), for what must not depend on the host's sshd: stopping and starting it. A completed process."""
+    return subprocess.run(
+        ["nsenter", "-t", str(host_init(name)), "-m", "-u", "-i", "-n", "-p", "/bin/sh", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

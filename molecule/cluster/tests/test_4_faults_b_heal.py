@@ -18,6 +18,7 @@ from clusterlib import (
     main_pid,
     module,
     plan_only,
+    playbook,
     restarts,
     serving,
     supervisor,
@@ -30,6 +31,15 @@ HERE = Path(__file__).resolve().parent
 FAKE_PORT = 50099
 FAKE_MAJOR = 6
 WORKER = "llamarpc-rpc-worker.service"
+
+
+def coordinator_files(node1):
+    """sha256 of llama-server's unit and of the plan in force (env file, plan.json) on the coordinator."""
+    return node1.run_expect(
+        [0],
+        "sha256sum /etc/systemd/system/llamarpc-server.service /etc/llamarpc/coordinator/cluster.env "
+        "/etc/llamarpc/coordinator/plan.json",
+    ).stdout
 
 
 def planned_worker():
@@ -104,27 +114,47 @@ def test_a_worker_of_another_llama_cpp_version_is_refused_before_the_coordinator
         f"/usr/bin/python3 /opt/llamarpc-fake-worker/fake_rpc_worker.py {FAKE_PORT} {FAKE_MAJOR}",
     )
     pid, restarted = main_pid(node1, "llamarpc-server"), restarts(node1, "llamarpc-server")
+    files = coordinator_files(node1)
+    foreign = inventory_copy(tmp_path, lambda data: data["hosts"]["node6"].update({"llama_rpc_worker_port": FAKE_PORT}))
     try:
         start = time.monotonic()
-        result = plan_only(
-            inventory_copy(tmp_path, lambda data: data["hosts"]["node6"].update({"llama_rpc_worker_port": FAKE_PORT}))
-        )
+        result = plan_only(foreign)
         took = time.monotonic() - start
+        # The whole playbook too: its preflight finds the port held by a program outside the worker's unit and
+        # refuses before any host changes (else node6's worker role would move its worker onto the held port).
+        whole = playbook(foreign)
     finally:
         node6.run("systemctl stop llamarpc-fake-worker")
     output = result.stdout + result.stderr
     message = f"speaks RPC protocol {FAKE_MAJOR}.0.0"
+    held = f"port {FAKE_PORT} (the RPC worker) is already held by python3"
     untouched = main_pid(node1, "llamarpc-server") == pid and restarts(node1, "llamarpc-server") == restarted
+    same_files = coordinator_files(node1) == files
     record(
         11,
-        f"node6 answering HELLO with protocol {FAKE_MAJOR}.0.0: site.yml rc {result.returncode} after {took:.0f} s, "
-        f"{'clear message' if message in output else 'NO clear message'}, "
+        f"node6 answering HELLO with protocol {FAKE_MAJOR}.0.0: site.yml --tags plan rc {result.returncode} after "
+        f"{took:.0f} s, {'clear message' if message in output else 'NO clear message'}; the whole site.yml rc "
+        f"{whole.returncode}, {'refused in preflight' if held in whole.stdout else 'NOT refused in preflight'}, "
+        f"{'nothing changed' if changed_nothing(whole) else 'CHANGES'}, coordinator's "
+        f"unit and plan files {'unchanged' if same_files else 'CHANGED'}; "
         f"llama-server {'untouched (same PID, no restart)' if untouched else 'RESTARTED'}",
-        ok=result.returncode != 0 and message in output and untouched and changed_nothing(result),
+        ok=result.returncode != 0
+        and message in output
+        and untouched
+        and changed_nothing(result)
+        and whole.returncode != 0
+        and held in whole.stdout
+        and changed_nothing(whole)
+        and same_files,
     )
     assert result.returncode != 0
     assert message in output, output[-3000:]
     assert "refuses a worker of another major version" in output
     assert changed_nothing(result)
+    assert whole.returncode != 0
+    assert held in whole.stdout, whole.stdout[-3000:]
+    assert "unit llamarpc-fake-worker.service" in whole.stdout
+    assert changed_nothing(whole)
+    assert same_files
     assert untouched
     assert serving()

@@ -1,24 +1,19 @@
-"""Fault matrix, the coordinator host restarted (2): node1 shut down cleanly and booted again by the lab role; its
-SSHFS mounts, RPC worker, llama-server and supervisor come back by themselves and the cluster serves."""
+"""Fault matrix, the coordinator host restarted (2): node1 shut down cleanly and booted again by the lab role; then
+a power loss of node1, and of all six hosts at once. Each time its SSHFS mounts, RPC workers, llama-server and
+supervisor come back by themselves and the cluster serves."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-import yaml
-from clusterlib import main_pid, serving, shard_digests, wait_serving
+from clusterlib import SCENARIO, host_init, lab_name, main_pid, serving, shard_digests, wait_serving
 from faultreport import record
-from labtest import BIN, REPO, ansible_env, lab, wait_for
-
-SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", REPO / "molecule" / "cluster"))
-
-
-def lab_name():
-    return yaml.safe_load((SCENARIO / "lab.yml").read_text())["lab_name"]
+from labtest import BIN, REPO, ansible_env, inventory_hosts, lab, wait_for
 
 
 def controller(*argv):
@@ -30,6 +25,89 @@ def controller(*argv):
         timeout=600,
         check=False,
     )
+
+
+def power_loss(names):
+    """Every process of each host killed at once: SIGKILL to its systemd, PID 1 of the host's PID namespace, after
+    which the kernel kills every other process in that namespace - no unit stops, nothing unmounts, no sync. Returns
+    when no process of any of them is left (its nspawn exits when its PID 1 dies)."""
+    inits = {name: host_init(name) for name in names}
+    for pid in inits.values():
+        os.kill(pid, signal.SIGKILL)
+    gone = wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in inits.values()), 120)
+    assert gone, f"the hosts' systemd survived SIGKILL: {inits}"
+    return inits
+
+
+def boot_all():
+    """The lab role boots every host that is not running (the scenario's create step, as after a power cut)."""
+    boot = controller("ansible-playbook", "-i", "localhost,", str(REPO / "molecule" / "_shared" / "create.yml"))
+    assert boot.returncode == 0, boot.stdout[-3000:]
+
+
+def recovered(names, digests_before):
+    """What the fault's row asserts after a boot: the cluster serves, every planned worker and every SSHFS mount unit
+    runs, no llamarpc unit failed, and every shard keeps its checksum."""
+    back = wait_serving(600)
+    node1 = lab("node1")
+    units = node1.run("systemctl list-units 'llamarpc*' --all --plain --no-legend").stdout
+    failed = [line.split()[0] for line in units.splitlines() if " failed " in f" {line} "]
+    sshfs = [line.split()[0] for line in units.splitlines() if line.startswith("llamarpc-sshfs")]
+    sshfs_up = bool(sshfs) and all(node1.service(unit).is_running for unit in sshfs)
+    workers = {name: lab(name).service("llamarpc-rpc-worker").is_running for name in names}
+    intact = shard_digests() == digests_before and all(got == want for got, want in digests_before.values())
+    return {"back": back, "failed": failed, "sshfs": sshfs, "sshfs_up": sshfs_up, "workers": workers, "intact": intact}
+
+
+def power_loss_row(names, key, detail):
+    assert serving()
+    digests = shard_digests()
+    before = main_pid(lab("node1"), "llamarpc-server")
+    start = time.monotonic()
+    power_loss(names)
+    down = not serving()
+    boot_all()
+    booted = time.monotonic() - start
+    seen = recovered(names, digests)
+    took = time.monotonic() - start
+    ok = (
+        down
+        and seen["back"] is not None
+        and seen["sshfs_up"]
+        and not seen["failed"]
+        and all(seen["workers"].values())
+        and seen["intact"]
+    )
+    mounts = "running" if seen["sshfs_up"] else "NOT running"
+    now = "serving" if seen["back"] is not None else "NOT serving"
+    record(
+        2,
+        f"power loss of {', '.join(names)} (every process SIGKILLed at once; API down: {down}), booted by the lab role "
+        f"in {booted:.0f} s; {len(seen['sshfs'])} SSHFS mount unit(s) {mounts}, "
+        f"workers running: {sum(seen['workers'].values())}/{len(names)}, failed units: {seen['failed'] or 'none'}, "
+        f"llama-server PID {before} -> {main_pid(lab('node1'), 'llamarpc-server')}, "
+        f"{now}, shards {'intact' if seen['intact'] else 'CHANGED'}",
+        ok=ok,
+        recover_s=took if seen["back"] is not None else None,
+        key=key,
+        detail=detail,
+    )
+    assert down
+    assert seen["back"] is not None, "not serving 600 s after the boot"
+    assert seen["sshfs_up"], seen
+    assert not seen["failed"], seen
+    assert all(seen["workers"].values()), seen
+    assert seen["intact"], seen
+
+
+@pytest.mark.fault(2)
+def test_a_power_loss_of_the_coordinator_host_heals_by_itself():
+    power_loss_row(["node1"], "2 power loss", "power loss of the coordinator's host")
+
+
+@pytest.mark.fault(2)
+def test_a_power_loss_of_all_six_hosts_at_once_heals_by_itself():
+    power_loss_row(sorted(inventory_hosts()), "2 power loss all", "power loss of all six hosts")
 
 
 @pytest.mark.fault(2)

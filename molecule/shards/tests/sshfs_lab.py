@@ -126,10 +126,10 @@ def ssh_as_export_user(host, remote_args, stdin="/dev/null", timeout=20):
     return int(status.strip()), out, result.stderr
 
 
-def sftp_batch(host, commands):
-    """sftp -b with the SFTP-only key; commands one per line."""
+def sftp_batch(host, commands, key=KEY, known_hosts=KNOWN_HOSTS):
+    """sftp -b with the SFTP-only key (by default the client's own, where the role put it); commands one per line."""
     script = "\n".join(commands) + "\n"
     return host.run(
-        f"printf %s {shell_quote(script)} | timeout 30 sftp -b - -i {KEY} -o IdentitiesOnly=yes -o BatchMode=yes "
-        f"-o UserKnownHostsFile={KNOWN_HOSTS} -o StrictHostKeyChecking=yes {EXPORT_USER}@{address(SERVER)}"
+        f"printf %s {shell_quote(script)} | timeout 30 sftp -b - -i {key} -o IdentitiesOnly=yes -o BatchMode=yes "
+        f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes {EXPORT_USER}@{address(SERVER)}"
     )

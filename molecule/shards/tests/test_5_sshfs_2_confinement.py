@@ -8,10 +8,13 @@ from sshfs_lab import (
     EXPORT_ROOT,
     EXPORT_USER,
     FILES,
+    KEY,
+    KNOWN_HOSTS,
     SERVER,
     VIEW,
     address,
     sftp_batch,
+    shell_quote,
     ssh_as_export_user,
 )
 
@@ -99,3 +102,52 @@ def test_the_view_is_a_read_only_bind_mount_of_the_model_directory():
     root = server.file(EXPORT_ROOT)
     assert root.user == "root" and root.mode == 0o755
     assert server.run(f"touch {view}/written-by-root").rc != 0  # read-only for root too
+
+
+def test_the_sftp_server_itself_refuses_writes_where_the_filesystem_would_allow_them():
+    """``internal-sftp -R`` on its own: a directory in the chroot that the export user owns (its bind mount is not
+    read-only and its mode allows writing) still takes no file, no directory and no removal over SFTP."""
+    server = lab(SERVER)
+    probe = f"{EXPORT_ROOT}/writable-probe"
+    server.run_expect(
+        [0],
+        f"install -d -o {EXPORT_USER} -m 0755 {probe} && install -m 0644 -o {EXPORT_USER} /etc/hostname {probe}/old",
+    )
+    try:
+        # The filesystem lets the export user write there: only the SFTP server's read-only mode stands in the way.
+        writable = server.run(f"setpriv --reuid={EXPORT_USER} --regid={EXPORT_USER} --clear-groups touch {probe}/by-fs")
+        assert writable.rc == 0, writable.stderr
+        for command in (
+            "put /etc/hostname /writable-probe/planted",
+            "mkdir /writable-probe/dir",
+            "rm /writable-probe/old",
+        ):
+            result = sftp_batch(lab(CLIENT), [command])
+            assert result.rc != 0, (command, result.stdout, result.stderr)
+        assert not server.file(f"{probe}/planted").exists
+        assert not server.file(f"{probe}/dir").exists
+        assert server.file(f"{probe}/old").exists
+        # Reading there works (the refusal is the mode's, not a missing directory).
+        assert sftp_batch(lab(CLIENT), ["ls -1 /writable-probe"]).rc == 0
+    finally:
+        server.run(f"rm -rf {probe}")
+
+
+def test_the_key_opens_nothing_from_any_other_host():
+    """``from=`` in the authorised key: the client's own key and pinned host key, copied to another lab host, are
+    refused there, and sshd says why; the same key from the client is accepted in the same test."""
+    client, thief, server = lab(CLIENT), lab("node3"), lab(SERVER)
+    stolen, pinned = "/root/llamarpc-stolen-key", "/root/llamarpc-stolen-known-hosts"
+    since = server.check_output("date +%s")
+    thief.run_expect([0], f"printf %s {shell_quote(client.file(KEY).content_string)} > {stolen} && chmod 0600 {stolen}")
+    thief.run_expect([0], f"printf %s {shell_quote(client.file(KNOWN_HOSTS).content_string)} > {pinned}")
+    try:
+        refused = sftp_batch(thief, ["ls -1 /"], key=stolen, known_hosts=pinned)
+        accepted = sftp_batch(client, ["ls -1 /"])
+    finally:
+        thief.run(f"rm -f {stolen} {pinned}")
+    assert accepted.rc == 0, accepted.stderr
+    assert refused.rc != 0, refused.stdout
+    assert "Permission denied" in refused.stderr, refused.stderr
+    log = server.check_output(f"journalctl --quiet --no-pager --since @{since} --grep 'not from a permitted host'")
+    assert f"ip={address('node3')}" in log, log

@@ -74,6 +74,16 @@ def test_every_port_variable_is_a_role_option():
     options = set().union(*load_role_specs(REPO / "roles").values())
     for entry in preflight_task()["ports"]:
         assert entry["variable"] in options
+        assert entry.get("unit", entry["variable"]) in options
+
+
+def test_the_services_with_a_unit_are_checked_for_foreign_listeners_right_after():
+    play = yaml.safe_load((REPO / "playbooks/preflight.yml").read_text(encoding="utf-8"))[0]
+    names = [next(iter(key for key in task if "." in key)) for task in play["tasks"]]
+    index = names.index("llamarpc.cluster.preflight")
+    assert names[index + 1] == "llamarpc.cluster.port_holders"
+    checked = {entry["service"] for entry in preflight_task()["ports"] if entry.get("unit")}
+    assert checked == {"llama-server", "the RPC worker"}
 
 
 def test_default_ports_of_the_services_differ():
