@@ -1,13 +1,16 @@
 """The lab's own promises, on a one-host lab of its own (needs root, like the lab): a second lab_up changes nothing;
-a host whose systemd-nspawn died (SIGKILL, OOM) - its container still running without it - is killed, not booted a
-second time on the same root; lab_down leaves no namespace, interface, mount, process, cgroup or state behind."""
+the host's bandwidth cap holds both ways (measured); a host whose systemd-nspawn died (SIGKILL, OOM) - its container
+still running without it - is killed, not booted a second time on the same root; lab_down leaves no namespace,
+interface, mount, process, cgroup or state behind."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +27,25 @@ HOST = STATE / "hosts" / "node1"
 NETNS = f"/run/netns/llrpc-{NAME}-node1"
 BRIDGE = "llrpclife0"
 CGROUP = Path(f"/sys/fs/cgroup/memory/llamarpc-lab/llrpc-{NAME}-node1")
+CAP_BITS = 20_000_000  # the host's bandwidth (lab.yml's ``bandwidth``), below
+PORT = 5599  # inside the host's own network namespace
+#: Run inside the host's namespace (``ip netns exec``, this machine's python3): ``send ADDR PORT BYTES`` connects and
+#: sends; ``recv PORT`` prints "ready", takes one connection and prints the seconds from its first byte to its end.
+NETNS_PEER = """
+import socket, sys, time
+if sys.argv[1] == "send":
+    with socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=120) as conn:
+        conn.sendall(bytes(int(sys.argv[4])))
+else:
+    with socket.create_server(("0.0.0.0", int(sys.argv[2]))) as server:
+        print("ready", flush=True)
+        conn, _ = server.accept()
+        first = conn.recv(65536)
+        start = time.monotonic()
+        while conn.recv(1 << 20):
+            pass
+        print(time.monotonic() - start, flush=True)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +58,13 @@ def lab(tmp_path_factory):
             "lab_subnet": "10.213.30.0/24",
             "lab_inventory_path": str(inventory),
             "lab_hosts": [
-                {"name": "node1", "groups": ["coordinator", "rpc_workers"], "data_size": "16M", "memory_max": "1G"}
+                {
+                    "name": "node1",
+                    "groups": ["coordinator", "rpc_workers"],
+                    "data_size": "16M",
+                    "memory_max": "1G",
+                    "bandwidth": f"{CAP_BITS // 1_000_000}mbit",
+                }
             ],
         }
     )
@@ -80,6 +108,74 @@ def container_inits(pids):
 def test_a_second_lab_up_changes_nothing(lab):
     out = lab("lab_up")
     assert "localhost                  : ok=" in out and " changed=0 " in out.split("PLAY RECAP")[-1], out[-3000:]
+
+
+def addresses():
+    """(the controller's address on the lab bridge, the host's address)."""
+    links = json.loads(
+        subprocess.run(["ip", "-j", "addr", "show", BRIDGE], capture_output=True, text=True, check=True).stdout
+    )
+    bridge = next(a["local"] for a in links[0]["addr_info"] if a["family"] == "inet")
+    inside = subprocess.run(
+        ["ip", "netns", "exec", Path(NETNS).name, "ip", "-j", "-4", "addr", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    host = next(a["local"] for link in json.loads(inside) for a in link["addr_info"])
+    return bridge, host
+
+
+def from_host(size, bridge):
+    """Bits per second of ``size`` bytes sent from inside the host to a listener of this test on the bridge."""
+    seconds = {}
+    with socket.create_server((bridge, 0)) as server:
+        port = server.getsockname()[1]
+
+        def receive():
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                start = time.monotonic()
+                while conn.recv(1 << 20):
+                    pass
+                seconds["took"] = time.monotonic() - start
+
+        thread = threading.Thread(target=receive, daemon=True)
+        thread.start()
+        sender = [*netns_exec(), "send", bridge, str(port), str(size)]
+        subprocess.run(sender, check=True, timeout=300)
+        thread.join(300)
+    return size * 8 / seconds["took"]
+
+
+def to_host(size, host):
+    """Bits per second of ``size`` bytes sent from this test to a listener inside the host."""
+    with subprocess.Popen([*netns_exec(), "recv", str(PORT)], stdout=subprocess.PIPE, text=True) as receiver:
+        assert receiver.stdout.readline().strip() == "ready"
+        with socket.create_connection((host, PORT), timeout=120) as conn:
+            conn.sendall(bytes(size))
+        took = float(receiver.stdout.readline())
+    return size * 8 / took
+
+
+def netns_exec():
+    return ["ip", "netns", "exec", Path(NETNS).name, "python3", "-c", NETNS_PEER]
+
+
+def test_the_bandwidth_cap_holds_both_ways(lab):
+    """tbf on both sides of the host's link: 4 MB each way comes through at no more than the cap (a loaded machine
+    only slows it; without the cap a veth pair carries gigabits per second)."""
+    del lab
+    bridge, host = addresses()
+    size = 4_000_000
+    up, down = from_host(size, bridge), to_host(size, host)
+    print(
+        f"cap {CAP_BITS / 1e6:.0f} Mbit/s: host -> controller {up / 1e6:.1f} Mbit/s, "
+        f"controller -> host {down / 1e6:.1f} Mbit/s"
+    )
+    assert up <= CAP_BITS * 1.15, up
+    assert down <= CAP_BITS * 1.15, down
 
 
 def test_a_host_whose_nspawn_died_is_killed_before_it_boots_again(lab):
