@@ -133,7 +133,7 @@ def from_host(size, bridge):
         port = server.getsockname()[1]
 
         def receive():
-            conn, _ = server.accept()
+            conn = server.accept()[0]
             with conn:
                 conn.recv(65536)
                 start = time.monotonic()

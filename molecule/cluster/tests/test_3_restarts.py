@@ -77,7 +77,7 @@ def test_llama_server_restarts_on_a_changed_key_flag_or_binary_and_not_on_a_no_o
     # A new API key: restarted, the new key opens the API, the old one no longer does.
     key = edited(tmp_path, "key", llama_coordinator_api_key=NEW_KEY)
     coordinator_run(key)  # the role waits for /health and runs its smoke completion with the key in force
-    key_pid, key_argv, _ = running(node1)
+    key_pid, key_argv = running(node1)[:2]
     assert key_pid != pid
     assert answers(NEW_KEY) == 200
     assert answers(API_KEY) == 401
@@ -91,7 +91,7 @@ def test_llama_server_restarts_on_a_changed_key_flag_or_binary_and_not_on_a_no_o
     level = "3" if flag(argv, "--log-verbosity") == "4" else "4"
     verbose = edited(tmp_path, "flag", llama_coordinator_api_key=NEW_KEY, llama_coordinator_log_verbosity=int(level))
     coordinator_run(verbose)
-    flag_pid, flag_argv, _ = running(node1)
+    flag_pid, flag_argv = running(node1)[:2]
     assert flag_pid != key_pid
     assert flag(flag_argv, "--log-verbosity") == level
     assert answers(NEW_KEY) == 200
