@@ -56,7 +56,7 @@ def recovered(names, digests_before):
     sshfs_up = bool(sshfs) and all(node1.service(unit).is_running for unit in sshfs)
     workers = {name: lab(name).service("llamarpc-rpc-worker").is_running for name in names}
     intact = shard_digests() == digests_before and all(got == want for got, want in digests_before.values())
-    return {"back": back, "failed": failed, "sshfs": sshfs, "sshfs_up": sshfs_up, "workers": workers, "intact": intact}
+    return {"back": back, "failed": failed, "units": sshfs, "mounted": sshfs_up, "workers": workers, "intact": intact}
 
 
 def power_loss_row(names, key, detail):
@@ -73,17 +73,17 @@ def power_loss_row(names, key, detail):
     ok = (
         down
         and seen["back"] is not None
-        and seen["sshfs_up"]
+        and seen["mounted"]
         and not seen["failed"]
         and all(seen["workers"].values())
         and seen["intact"]
     )
-    mounts = "running" if seen["sshfs_up"] else "NOT running"
+    mounts = "running" if seen["mounted"] else "NOT running"
     now = "serving" if seen["back"] is not None else "NOT serving"
     record(
         2,
         f"power loss of {', '.join(names)} (every process SIGKILLed at once; API down: {down}), booted by the lab role "
-        f"in {booted:.0f} s; {len(seen['sshfs'])} SSHFS mount unit(s) {mounts}, "
+        f"in {booted:.0f} s; {len(seen['units'])} SSHFS mount unit(s) {mounts}, "
         f"workers running: {sum(seen['workers'].values())}/{len(names)}, failed units: {seen['failed'] or 'none'}, "
         f"llama-server PID {before} -> {main_pid(lab('node1'), 'llamarpc-server')}, "
         f"{now}, shards {'intact' if seen['intact'] else 'CHANGED'}",
@@ -94,7 +94,7 @@ def power_loss_row(names, key, detail):
     )
     assert down
     assert seen["back"] is not None, "not serving 600 s after the boot"
-    assert seen["sshfs_up"], seen
+    assert seen["mounted"], seen
     assert not seen["failed"], seen
     assert all(seen["workers"].values()), seen
     assert seen["intact"], seen
