@@ -9,6 +9,7 @@ import json
 import pytest
 import tiny_gguf
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import server_argv
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import RPC_CALL_SECONDS, RPC_COMPUTE_FACTOR
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_benchmark as mod
 
@@ -42,10 +43,10 @@ def _params(**kw):
 
 
 def test_server_argv_single_and_distributed():
-    single = mod.server_argv(_params(), [])
+    single = server_argv(_params(), [])
     assert single[:3] == ["/s", "--model", "/m.gguf"]
     assert "--device" in single and single[single.index("--device") + 1] == "none"
-    dist = mod.server_argv(_params(tensor_split=[2.0, 1.0]), ["127.0.0.1:16000", "127.0.0.1:16001"])
+    dist = server_argv(_params(tensor_split=[2.0, 1.0]), ["127.0.0.1:16000", "127.0.0.1:16001"])
     assert dist[dist.index("--rpc") + 1] == "127.0.0.1:16000,127.0.0.1:16001"
     assert dist[dist.index("--device") + 1] == "RPC0,RPC1"
     assert dist[dist.index("--split-mode") + 1] == "tensor"
