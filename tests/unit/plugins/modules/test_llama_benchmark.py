@@ -9,6 +9,7 @@ import json
 import pytest
 import tiny_gguf
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import run_summary, server_argv
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import RPC_CALL_SECONDS, RPC_COMPUTE_FACTOR
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_benchmark as mod
 
@@ -42,10 +43,10 @@ def _params(**kw):
 
 
 def test_server_argv_single_and_distributed():
-    single = mod.server_argv(_params(), [])
+    single = server_argv(_params(), [])
     assert single[:3] == ["/s", "--model", "/m.gguf"]
     assert "--device" in single and single[single.index("--device") + 1] == "none"
-    dist = mod.server_argv(_params(tensor_split=[2.0, 1.0]), ["127.0.0.1:16000", "127.0.0.1:16001"])
+    dist = server_argv(_params(tensor_split=[2.0, 1.0]), ["127.0.0.1:16000", "127.0.0.1:16001"])
     assert dist[dist.index("--rpc") + 1] == "127.0.0.1:16000,127.0.0.1:16001"
     assert dist[dist.index("--device") + 1] == "RPC0,RPC1"
     assert dist[dist.index("--split-mode") + 1] == "tensor"
@@ -173,3 +174,37 @@ def test_report_predicts_the_logits_over_the_output_workers_link_and_compares_wi
     report = (tmp_path / "r" / "report.md").read_text()
     assert "## The model's proportions against Qwen2.5-32B-Instruct Q4_K_M" in report
     assert "| token embedding (share of the weights) | 178.0 MB (71.2%) | 437.9 MB (2.2%) |" in report
+
+
+def test_report_adds_the_rerun_row_and_section(run_module, tmp_path):
+    site = {"seconds": 30.0, "changed": 0, "tasks": 12, "kinds": [], "plays": [], "roles": [], "slowest": []}
+    out = run_module(
+        mod, {"mode": "report", "results": RESULTS, "rerun": {"site": site}, "results_dir": str(tmp_path / "r")}
+    )
+    assert not out.failed, out.result
+    row = out.result["report"]["ratios"][-1]
+    assert row == {
+        "name": "site.yml no-op rerun, seconds (changed 0)",
+        "value": 30.0,
+        "target": 45.0,
+        "compare": "le",
+        "met": True,
+    }
+    assert "| site.yml no-op rerun, seconds (changed 0) | 30.000 | <= 45.00 | yes |" in out.result["markdown"]
+    assert "## site.yml no-op rerun: 30.0 s, changed 0, 12 tasks (budget 45 s: met)" in out.result["markdown"]
+
+
+def test_run_summary_takes_medians_spread_and_the_best_aggregate():
+    runs = [{"predicted_per_second": v, "prompt_per_second": 2 * v} for v in (8.0, 10.0, 12.0)]
+    parallel = [{"aggregate_per_second": 9.0}, {"aggregate_per_second": 15.0}]
+    summary = run_summary({"load_seconds": 4.0, "runs": runs, "parallel_runs": parallel})
+    assert summary == {
+        "load_seconds": 4.0,
+        "prompt_tps": 20.0,
+        "generation_tps": 10.0,
+        "generation_spread": 0.4,
+        "generation_min": 8.0,
+        "generation_max": 12.0,
+        "aggregate_tps": 15.0,
+    }
+    assert "aggregate_tps" not in run_summary({"load_seconds": 4.0, "runs": runs, "parallel_runs": []})

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
 from ansible_collections.llamarpc.cluster.plugins.modules import rpc_endpoint_facts as module
 
 REPO = Path(__file__).resolve().parents[4]
@@ -209,10 +210,10 @@ def test_examples_and_return_are_yaml():
     assert all("llamarpc.cluster.rpc_endpoint_facts" in task or "ansible.builtin.debug" in task for task in examples)
     returned = _doc("RETURN")
     item = returned["ansible_facts"]["contains"]["rpc_endpoints"]["contains"]
-    assert set(item) == {"name", *module.rpc.ProbeResult("h", 1).as_dict()}
-    assert set(item["devices"]["contains"]) == set(module.rpc.DeviceInfo(0, 0, 0, 0, 0).as_dict())
-    assert item["state"]["choices"] == list(module.rpc.STATES)
-    assert set(returned["summary"]["sample"]) == {"total", *module.rpc.STATES}
+    assert set(item) == {"name", *rpc.ProbeResult("h", 1).as_dict()}
+    assert set(item["devices"]["contains"]) == set(rpc.DeviceInfo(0, 0, 0, 0, 0).as_dict())
+    assert item["state"]["choices"] == list(rpc.STATES)
+    assert set(returned["summary"]["sample"]) == {"total", *rpc.STATES}
 
 
 @pytest.mark.skipif(not (ANSIBLE_BIN / "ansible-doc").exists(), reason="ansible-doc is not installed")

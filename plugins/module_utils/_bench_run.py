@@ -1,0 +1,296 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The mechanism of ``llama_benchmark``: run one configuration, profile the model, write the report.
+
+The measurements, statistics and report text are in ``_bench``; this file starts and stops the transient units
+and writes the files, through the ``AnsibleModule`` it is given (``run_command``, ``fail_json``, ``warn``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import time
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy
+from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
+    completion,
+    markdown_report,
+    parallel_completions,
+    ratio_rows,
+    rerun_summary,
+    summarize,
+    wait_healthy,
+    write_chart,
+)
+from ansible_collections.llamarpc.cluster.plugins.module_utils._gguf_header import SPLIT_NAME, GGUFError, read_model
+from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import profile, reference_profile
+from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import effective_bandwidth, predict
+from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
+
+SERVER_UNIT = "llamarpc-bench-server"
+PROXY_UNIT = "llamarpc-bench-proxy"
+
+
+def server_argv(p, rpc):
+    """llama-server's command line for one configuration."""
+    argv = [p["server_bin"], "--model", p["model"], "--host", "127.0.0.1", "--port", str(p["port"])]
+    argv += ["--threads", str(p["threads"]), "--parallel", str(p["parallel"])]
+    argv += ["--ctx-size", str(p["ctx_size"] * p["parallel"]), "--load-mode", p["load_mode"], "--no-webui"]
+    if rpc:
+        devices = ",".join(f"RPC{i}" for i in range(len(rpc)))
+        argv += ["--rpc", ",".join(rpc), "--device", devices, "--split-mode", p["split_mode"]]
+        argv += ["--n-gpu-layers", "all", "--fit", "off"]
+        if p["tensor_split"]:
+            argv += ["--tensor-split", ",".join(f"{x:g}" for x in p["tensor_split"])]
+    else:
+        argv += ["--device", "none", "--n-gpu-layers", "0"]
+    return argv + list(p["extra_args"])
+
+
+def measure(base, p, result):
+    """Warm-up, then every (prompt, output) pair ``repeats`` times and, with slots, several clients at once."""
+    completion(base, 8, 4)  # warm-up (first-token allocations)
+    runs = []
+    for prompt in p["prompt_tokens"]:
+        for predict_n in p["predict_tokens"]:
+            for rep in range(p["repeats"]):
+                run = completion(base, prompt, predict_n)
+                run.update(prompt_tokens=prompt, predict_tokens=predict_n, repeat=rep)
+                runs.append(run)
+    result["runs"] = runs
+    result["parallel_runs"] = []
+    if p["parallel"] > 1:
+        for clients in sorted({1, p["parallel"]}):
+            result["parallel_runs"].append(
+                parallel_completions(base, clients, min(p["prompt_tokens"]), max(p["predict_tokens"]))
+            )
+
+
+def run_summary(result):
+    """A configuration's ``summary``: medians and spread of its runs."""
+    gen = summarize(r["predicted_per_second"] for r in result["runs"])
+    summary = {
+        "load_seconds": result["load_seconds"],
+        "prompt_tps": summarize(r["prompt_per_second"] for r in result["runs"])["median"],
+        "generation_tps": gen["median"],
+        "generation_spread": gen["spread"],
+        "generation_min": gen["min"],
+        "generation_max": gen["max"],
+    }
+    if result["parallel_runs"]:
+        summary["aggregate_tps"] = max(r["aggregate_per_second"] for r in result["parallel_runs"])
+    return summary
+
+
+def predictions(p, results, links):
+    """Add the performance model's prediction to each result's summary (calibrated on ``p['calibration']``)."""
+    prof = p["model_profile"]
+    read_bytes = prof.get("read_per_token_bytes") or p["model_bytes"]
+    calib = {r["name"]: r for r in results}.get(p["calibration"])
+    if not read_bytes or not calib or not calib.get("summary", {}).get("generation_tps"):
+        return
+    bandwidth = effective_bandwidth(read_bytes, calib["summary"]["generation_tps"])
+    hosts = {endpoint: host for host, endpoint in p["endpoints"].items()}
+    throughput = {}
+    for link in links:  # the first raw TCP figure from each host (to the coordinator)
+        if link.get("kind") == "raw TCP":
+            throughput.setdefault(link.get("from"), float(link.get("mb_per_s") or 0) * 1e6)
+    layers = p["layers"] or prof.get("n_layer") or 1
+    for r in results:
+        workers = r.get("rpc") or []
+        rtt = 2 * float(r.get("proxy_delay_ms") or 0) / 1000.0 + float(r.get("link_rtt") or 0)
+        if workers:
+            share = read_bytes / len(workers)
+            nodes = [{"name": w, "bytes": share, "bandwidth": bandwidth, "rtt": rtt} for w in workers]
+            for node in nodes:
+                node["throughput"] = throughput.get(hosts.get(node["name"]))
+        else:
+            nodes = [{"name": "single", "bytes": read_bytes, "bandwidth": bandwidth}]
+        model = predict(
+            nodes,
+            r.get("split_mode", "layer"),
+            layers=layers,
+            shared_bandwidth=bandwidth if p["shared_bandwidth_nodes"] else 0.0,
+            # The hidden state goes to each worker and comes back; the logits come from the output layer's.
+            activation_bytes=2 * prof.get("activation_bytes", 0),
+            logits_bytes=prof.get("logits_bytes", 0),
+        )
+        s = r.setdefault("summary", {})
+        s["predicted_tps"] = model["tokens_per_second"]
+        s["predicted_compute_s"] = model["compute_seconds"]
+        s["predicted_network_s"] = model["network_seconds"]
+        s["predicted_over_measured"] = (
+            model["tokens_per_second"] / s["generation_tps"] if s.get("generation_tps") else None
+        )
+
+
+def rerun_row(rerun):
+    """The ratios table's row for a no-op rerun."""
+    return {
+        "name": f"site.yml no-op rerun, seconds (changed {rerun['changed']})",
+        "value": rerun["seconds"],
+        "target": rerun["budget_seconds"],
+        "compare": "le",
+        "met": rerun["met"],
+    }
+
+
+class Bench:
+    """One call of the module: ``result()`` is what it returns (or it fails through ``module``)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.systemctl = None  # only mode=run needs systemd
+
+    def stop_units(self):
+        for unit in (SERVER_UNIT, PROXY_UNIT):
+            self.systemctl.run("stop", unit)
+            self.systemctl.run("reset-failed", unit)
+
+    def start_unit(self, unit, argv):
+        rc, out, err = self.module.run_command(["systemd-run", "--unit", unit, "--collect", "--quiet", "--"] + argv)
+        if rc != 0:
+            self.module.fail_json(msg=f"systemd-run {unit} failed: {err or out}", argv=argv)
+
+    def alive(self):
+        return self.systemctl.run("is-active", "--quiet", SERVER_UNIT)[0] == 0
+
+    def peak_rss(self):
+        _rc, out, _err = self.systemctl.run("show", "-p", "MainPID", "--value", SERVER_UNIT)
+        try:
+            with open(f"/proc/{int(out.strip())}/status", encoding="ascii") as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def proxied(self):
+        rpc = list(self.params["rpc"])
+        if self.params["proxy_delay_ms"] <= 0 or not rpc:
+            return rpc
+        os.makedirs(self.params["state_dir"], exist_ok=True)
+        script = os.path.join(self.params["state_dir"], "delay_proxy.py")
+        with open(script, "w", encoding="utf-8") as handle:
+            handle.write(inspect.getsource(_delay_proxy))
+        routes, local = [], []
+        for i, target in enumerate(rpc):
+            port = self.params["proxy_base_port"] + i
+            routes.append(f"{port}={target}")
+            local.append(f"127.0.0.1:{port}")
+        self.start_unit(
+            PROXY_UNIT, ["/usr/bin/python3", script, "--delay-ms", str(self.params["proxy_delay_ms"])] + routes
+        )
+        time.sleep(1.0)
+        return local
+
+    def load(self, base, argv):
+        """Start llama-server and wait for its model load: the seconds it took."""
+        p = self.params
+        self.start_unit(SERVER_UNIT, argv)
+        try:
+            return wait_healthy(base, p["load_timeout"], self.alive)
+        except (TimeoutError, RuntimeError) as exc:
+            _rc, log, _err = self.module.run_command(["journalctl", "-u", SERVER_UNIT, "-n", "30", "--no-pager"])
+            self.module.fail_json(msg=f"{p['name']}: {exc}", log=log, argv=argv)
+
+    def run(self):
+        p = self.params
+        for key in ("server_bin", "model"):
+            if not p[key]:
+                self.module.fail_json(msg=f"mode=run needs {key}")
+        if self.module.check_mode:
+            return {"changed": True, "result": {"name": p["name"]}}
+        self.systemctl = Systemctl(self.module, required=True)
+        self.stop_units()
+        base = f"http://127.0.0.1:{p['port']}"
+        result = {"name": p["name"], "rpc": list(p["rpc"]), "split_mode": p["split_mode"] if p["rpc"] else "none"}
+        result.update(threads=p["threads"], parallel=p["parallel"], proxy_delay_ms=p["proxy_delay_ms"])
+        try:
+            argv = server_argv(p, self.proxied())
+            result["argv"] = argv
+            result["load_seconds"] = self.load(base, argv)
+            measure(base, p, result)
+            result["server_peak_rss_bytes"] = self.peak_rss()
+        except RuntimeError as exc:
+            self.module.fail_json(msg=f"{p['name']}: {exc}", result=result)
+        finally:
+            self.stop_units()
+        result["summary"] = run_summary(result)
+        return {"changed": True, "result": result}
+
+    def profile(self):
+        if not self.params["model"]:
+            self.module.fail_json(msg="mode=profile needs model")
+        name = os.path.basename(self.params["model"])
+        match = SPLIT_NAME.match(name)
+        try:
+            tensors = read_model(self.params["model"])["tensors"]
+            result = profile(tensors, match.group("prefix") if match else name.removesuffix(".gguf"))
+        except (GGUFError, OSError, ValueError) as exc:
+            self.module.fail_json(msg=f"cannot profile {self.params['model']}: {exc}")
+        return {"changed": False, "profile": result}
+
+    def report(self):
+        p = self.params
+        if not p["results_dir"]:
+            self.module.fail_json(msg="mode=report needs results_dir")
+        results = [dict(r) for r in p["results"]]
+        links = [dict(link) for link in p["links"]]
+        predictions(p, results, links)
+        models = (p["model_profile"], reference_profile()) if p["model_profile"] else None
+        ratios = ratio_rows(
+            results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
+        )
+        rerun = None
+        if p["rerun"].get("site"):
+            rerun = rerun_summary(
+                p["rerun"]["site"],
+                p["rerun"].get("floor"),
+                p["rerun"].get("budget_seconds", 45.0),
+                p["rerun"].get("floor_one_host"),
+            )
+            ratios.append(rerun_row(rerun))
+        paths = [os.path.join(p["results_dir"], n) for n in ("results.json", "report.md", "chart.png")]
+        report = {"files": paths, "ratios": ratios, "results": results, "links": links, "rerun": rerun}
+        report["models"] = models
+        if self.module.check_mode:
+            return {"changed": True, "report": report}
+        return {"changed": True, "report": report, "markdown": self.write_report(report, paths)}
+
+    def write_report(self, report, paths):
+        """results.json, report.md and (with matplotlib) chart.png; drops the chart from ``paths`` without it."""
+        meta = self.params["meta"]
+        os.makedirs(self.params["results_dir"], exist_ok=True)
+        with open(paths[0], "w", encoding="utf-8") as handle:
+            json.dump(
+                {"meta": meta, **{key: value for key, value in report.items() if key != "files"}},
+                handle,
+                indent=2,
+                sort_keys=True,
+            )
+        markdown = markdown_report(
+            report["results"], report["ratios"], meta, report["links"], report["rerun"], report["models"]
+        )
+        with open(paths[1], "w", encoding="utf-8") as handle:
+            handle.write(markdown)
+        if not write_chart(report["results"], paths[2]):
+            paths.pop()
+            self.module.warn("matplotlib is not installed on the controller: no chart.png")
+        return markdown
+
+
+def run_module(module):
+    """The module's result for its ``mode``; fails through ``module``."""
+    bench = Bench(module)
+    if module.params["mode"] == "report":
+        return bench.report()
+    if module.params["mode"] == "profile":
+        return bench.profile()
+    return bench.run()
