@@ -9,7 +9,11 @@ test_shard_place_url.py); it is the only candidate, so the role runs whole (no m
 One test walks the download's life: a first run whose download of shard 1 the stand-in stops mid-file while the
 test kills the play; a rerun that resumes with ``Range: bytes=<partial size>-`` (206) and places and verifies
 every shard; a third run that changes nothing and downloads nothing. The hub token goes to the hub only, never to
-the CDN origin. A second test has the stand-in drop the connection mid-file: the same run resumes by Range.
+the CDN origin. A second test has the stand-in drop the connection mid-file: the same run resumes by Range. A third
+runs playbooks/plan.yml's model step (fetch=false): the shards' GGUF headers are read by Range, nothing is written.
+
+test_shard_place_hf.py (olah, a real third-party mirror that ignores Range) stays: it proves the same controller code
+against a server that is not ours, and the "Range ignored: start over" path.
 """
 
 from __future__ import annotations
@@ -56,24 +60,60 @@ def disk(tmp_path):
     subprocess.run(["umount", "-l", str(base)], check=False)
 
 
-def write_play(tmp_path, disk):
+SITE_PLAY = {
+    "name": "Model shards on the coordinator (site.yml's play)",
+    "hosts": "coordinator",
+    "gather_facts": False,
+    "roles": [{"role": "llamarpc.cluster.llama_model"}],
+}
+FACTS = "{{ {'path': llama_model_path, 'shards': llama_model_shards, 'changed': llama_model_changed} | to_json }}"
+# playbooks/plan.yml's model step: the role's place.yml with fetch=false (it reads _llama_model_place, as here).
+PLAN_PLAY = {
+    "name": "The plan (playbooks/plan.yml's model step)",
+    "hosts": "coordinator",
+    "gather_facts": False,
+    "tasks": [
+        {
+            "name": "Place the shards and read the model from their GGUF headers (nothing fetched)",
+            "ansible.builtin.include_role": {"name": "llamarpc.cluster.llama_model", "tasks_from": "place.yml"},
+            "vars": {"_llama_model_plan_only": True},
+        }
+    ],
+}
+PLAN_FACTS = "{{ _llama_model_place | to_json }}"
+
+
+def layout_of(disk):
+    """The hosts of a play: ``disk`` is the model filesystem of one local coordinator "a", or ``spread``'s hosts."""
+    if isinstance(disk, dict):
+        return disk
+    return {"model_dir": f"{disk}/models/tiny", "interpreters": {"a": sys.executable}, "workers": []}
+
+
+def write_play(tmp_path, disk, play_data=SITE_PLAY, facts=FACTS):
+    layout = layout_of(disk)
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         yaml.safe_dump(
             {
                 "all": {
-                    "hosts": {"a": {"ansible_connection": "local"}},
+                    "hosts": {
+                        name: {"ansible_connection": "local", "ansible_python_interpreter": interpreter}
+                        for name, interpreter in layout["interpreters"].items()
+                    },
                     "vars": {
-                        "ansible_python_interpreter": sys.executable,
                         "ansible_become_method": "su",  # root to root: no sudo needed on this machine
-                        "llama_model_dir": f"{disk}/models/tiny",
+                        "llama_model_dir": layout["model_dir"],
                         "llama_model_hf_repo": REPO_ID,
                         "llama_model_hf_pattern": "*tiny*.gguf",
                         "llama_model_hf_token": TOKEN,
                         "llama_model_reserve": "256k",
                         "llama_model_mount_root": "/mnt/llamarpc-test",
                     },
-                    "children": {"coordinator": {"hosts": {"a": None}}},
+                    "children": {
+                        "coordinator": {"hosts": {"a": None}},
+                        "rpc_workers": {"hosts": dict.fromkeys(layout["workers"])},
+                    },
                 }
             }
         ),
@@ -84,16 +124,12 @@ def write_play(tmp_path, disk):
         yaml.safe_dump(
             [
                 {
-                    "name": "Model shards on the coordinator (site.yml's play)",
-                    "hosts": "coordinator",
-                    "gather_facts": False,
-                    "roles": [{"role": "llamarpc.cluster.llama_model"}],
+                    **play_data,
                     "post_tasks": [
                         {
-                            "name": "Keep the role's public facts",
+                            "name": "Keep the facts",
                             "ansible.builtin.copy": {
-                                "content": "{{ {'path': llama_model_path, 'shards': llama_model_shards,"
-                                " 'changed': llama_model_changed} | to_json }}",
+                                "content": facts,
                                 "dest": f"{tmp_path}/facts.json",
                                 "mode": "0644",
                             },
@@ -123,12 +159,12 @@ def env_for(hub):
     }
 
 
-def run_role(tmp_path, disk, hub):
-    """ansible-playbook to its end; returns (the role's public facts, the PLAY RECAP's counts of host a)."""
+def run_role(tmp_path, disk, hub, play=SITE_PLAY, facts_of=FACTS, *args):
+    """ansible-playbook to its end; returns (the facts the play kept, the PLAY RECAP's counts, summed over hosts)."""
     facts = tmp_path / "facts.json"
     facts.unlink(missing_ok=True)
     proc = subprocess.run(
-        write_play(tmp_path, disk),
+        [*write_play(tmp_path, disk, play, facts_of), *args],
         capture_output=True,
         text=True,
         env=env_for(hub),
@@ -138,10 +174,14 @@ def run_role(tmp_path, disk, hub):
     )
     assert proc.returncode == 0, f"play failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert TOKEN not in proc.stdout + proc.stderr
-    recap = proc.stdout.rpartition("PLAY RECAP")[2]
-    assert recap, proc.stdout[-3000:]
-    counts = dict(item.split("=") for item in recap.split(":", 1)[1].split() if "=" in item)
-    return json.loads(facts.read_text(encoding="utf-8")), {key: int(value) for key, value in counts.items()}
+    assert "PLAY RECAP" in proc.stdout, proc.stdout[-3000:]
+    counts = {}
+    for line in proc.stdout.rpartition("PLAY RECAP")[2].splitlines():
+        for item in line.partition(":")[2].split():
+            key, _, value = item.partition("=")
+            counts[key] = counts.get(key, 0) + int(value)
+    assert "changed" in counts, proc.stdout[-3000:]
+    return json.loads(facts.read_text(encoding="utf-8")), counts
 
 
 def placed_and_verified(model, disk, facts):
@@ -234,3 +274,70 @@ def test_dropped_connection_resumes_in_the_same_run(tmp_path, model, hub, disk):
     placed_and_verified(model, disk, facts)
     assert recap["failed"] == 0
     token_stays_on_the_hub(hub)
+
+
+def test_plan_reads_only_the_headers_by_range(tmp_path, model, hub, disk):
+    """plan.yml's model step on the HF path: each shard's GGUF header read by Range through the hub's redirect (206,
+    a few KiB of each), the plan made, and nothing written on the host."""
+    facts, recap = run_role(tmp_path, disk, hub, PLAN_PLAY, PLAN_FACTS)
+    assert recap["changed"] == 0 and recap["failed"] == 0, recap
+    assert facts["refusal"] is None
+    assert [entry["host"] for entry in facts["plan"]] == ["a", "a", "a"]
+    assert facts["model"]["n_layer"] == model["block_count"]
+    for entry in model["files"]:
+        gets = blob_gets(hub, entry)
+        assert gets and all(req["status"] == 206 and req["range"].startswith("bytes=") for req in gets), gets
+        read = next(item for item in facts["header_reads"] if item["name"] == entry["name"])
+        assert sum(req["sent"] for req in gets) == read["received"] < entry["size"] // 4
+    token_stays_on_the_hub(hub)
+    assert not (disk / "models").exists()
+    print(f"header reads: {[(item['requests'], item['received']) for item in facts['header_reads']]}")
+
+
+@pytest.fixture
+def spread(tmp_path):
+    """Three local "hosts" a, b, c, each seeing its own tmpfs (a: too small for the model) at one path, ``root``: each
+    host's Python runs in a mount namespace of its own where that host's disk is bind-mounted there. The role's one
+    llama_model_dir then means a different filesystem on each host, as on real machines."""
+    root = tmp_path / "hostroot"
+    root.mkdir()
+    with url_tests.tmpfs_hosts(tmp_path) as disks:
+        interpreters = {}
+        for name, disk in disks.items():
+            wrapper = tmp_path / f"python-{name}"
+            wrapper.write_text(
+                "#!/bin/sh\n"
+                f"exec unshare --mount --propagation private -- sh -c 'mount --bind {disk} {root} && "
+                f'exec {sys.executable} "$@"\' python "$@"\n',
+                encoding="utf-8",
+            )
+            wrapper.chmod(0o755)
+            interpreters[name] = str(wrapper)
+        yield {
+            "model_dir": f"{root}/models/tiny",
+            "interpreters": interpreters,
+            "workers": ["b", "c"],
+            "disks": disks,
+        }
+
+
+def test_shards_spread_over_the_candidates(tmp_path, model, hub, spread):
+    """site.yml's model play over three hosts (the role's candidates mode, the other hosts reached by delegation):
+    a (7 MiB) takes shard 1, b (12 MiB) shards 2 and 3, each fetched from the hub on its own host and verified there;
+    a links them from its mounts (the mount step itself, sshfs between hosts, is the molecule scenarios' part)."""
+    facts, recap = run_role(tmp_path, spread, hub, SITE_PLAY, FACTS, "--skip-tags", "mount")
+    assert [shard["host"] for shard in facts["shards"]] == ["a", "b", "b"]
+    for shard, entry in zip(facts["shards"], model["files"], strict=True):
+        path = spread["disks"][shard["host"]] / "models/tiny" / entry["name"]
+        assert sha256(path) == entry["sha256"]
+        assert (path.stat().st_mode & 0o777) == 0o444
+        if shard["host"] != "a":
+            link = spread["disks"]["a"] / "models/tiny" / entry["name"]
+            assert os.readlink(link) == f"/mnt/llamarpc-test/b/{entry['name']}"
+    assert not (spread["disks"]["c"] / "models").exists() or not any((spread["disks"]["c"] / "models").rglob("*.gguf"))
+    assert len(hub.requests("cdn", "GET")) == 3
+    token_stays_on_the_hub(hub)
+    hub.clear_log()
+    facts, recap = run_role(tmp_path, spread, hub, SITE_PLAY, FACTS, "--skip-tags", "mount")
+    assert recap["changed"] == 0 and recap["failed"] == 0, recap
+    assert hub.requests("cdn") == []
