@@ -196,7 +196,7 @@ def _handler(hub, origin):
             if path.startswith("/api/models/"):
                 if not path.startswith(prefix):
                     return self._error(404, "RepoNotFound", "Repository not found")
-                revision, _, sub = path[len(prefix) :].partition("/")
+                revision, _slash, sub = path[len(prefix) :].partition("/")
                 if not hub.known_revision(revision):
                     return self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
                 entries = [entry for entry in hub.tree() if not sub or entry["path"].startswith(sub + "/")]
@@ -204,7 +204,7 @@ def _handler(hub, origin):
             resolve = f"/{hub.repo_id}/resolve/"
             if not path.startswith(resolve):
                 return self._error(404, "RepoNotFound", "Repository not found")
-            revision, _, name = path[len(resolve) :].partition("/")
+            revision, _slash, name = path[len(resolve) :].partition("/")
             if not hub.known_revision(revision):
                 return self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
             if name == "README.md":

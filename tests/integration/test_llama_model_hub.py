@@ -90,8 +90,10 @@ def layout_of(disk):
     return {"model_dir": f"{disk}/models/tiny", "interpreters": {"a": sys.executable}, "workers": []}
 
 
-def write_play(tmp_path, disk, play_data=SITE_PLAY, facts=FACTS):
+def write_play(tmp_path, disk, play_data=None, facts=FACTS):
+    """The inventory and the play (``play_data``, default site.yml's model play); returns the command line."""
     layout = layout_of(disk)
+    play_data = play_data or SITE_PLAY
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         yaml.safe_dump(
@@ -159,7 +161,7 @@ def env_for(hub):
     }
 
 
-def run_role(tmp_path, disk, hub, play=SITE_PLAY, facts_of=FACTS, *args):
+def run_role(tmp_path, disk, hub, play=None, facts_of=FACTS, *args):
     """ansible-playbook to its end; returns (the facts the play kept, the PLAY RECAP's counts, summed over hosts)."""
     facts = tmp_path / "facts.json"
     facts.unlink(missing_ok=True)
@@ -178,7 +180,7 @@ def run_role(tmp_path, disk, hub, play=SITE_PLAY, facts_of=FACTS, *args):
     counts = {}
     for line in proc.stdout.rpartition("PLAY RECAP")[2].splitlines():
         for item in line.partition(":")[2].split():
-            key, _, value = item.partition("=")
+            key, _equals, value = item.partition("=")
             counts[key] = counts.get(key, 0) + int(value)
     assert "changed" in counts, proc.stdout[-3000:]
     return json.loads(facts.read_text(encoding="utf-8")), counts
