@@ -155,16 +155,16 @@ def env_for(hub):
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",  # messages on one line, to be matched
         "HF_ENDPOINT": hub.endpoint,
         "HF_HUB_OFFLINE": "0",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
 
 
-def run_role(tmp_path, disk, hub, play=None, facts_of=FACTS, *args):
-    """ansible-playbook to its end; returns (the facts the play kept, the PLAY RECAP's counts, summed over hosts)."""
-    facts = tmp_path / "facts.json"
-    facts.unlink(missing_ok=True)
+def playbook(tmp_path, disk, hub, play=None, facts_of=FACTS, *args):
+    """The finished ansible-playbook run of ``play`` (default site.yml's model play), with ``args`` added."""
+    (tmp_path / "facts.json").unlink(missing_ok=True)
     proc = subprocess.run(
         [*write_play(tmp_path, disk, play, facts_of), *args],
         capture_output=True,
@@ -174,8 +174,15 @@ def run_role(tmp_path, disk, hub, play=None, facts_of=FACTS, *args):
         check=False,
         timeout=HANG_GUARD,
     )
-    assert proc.returncode == 0, f"play failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert TOKEN not in proc.stdout + proc.stderr
+    return proc
+
+
+def run_role(tmp_path, disk, hub, play=None, facts_of=FACTS, *args):
+    """ansible-playbook to its end; returns (the facts the play kept, the PLAY RECAP's counts, summed over hosts)."""
+    facts = tmp_path / "facts.json"
+    proc = playbook(tmp_path, disk, hub, play, facts_of, *args)
+    assert proc.returncode == 0, f"play failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert "PLAY RECAP" in proc.stdout, proc.stdout[-3000:]
     counts = {}
     for line in proc.stdout.rpartition("PLAY RECAP")[2].splitlines():
@@ -294,6 +301,24 @@ def test_plan_reads_only_the_headers_by_range(tmp_path, model, hub, disk):
     token_stays_on_the_hub(hub)
     assert not (disk / "models").exists()
     print(f"header reads: {[(item['requests'], item['received']) for item in facts['header_reads']]}")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("llama_model_hf_repo=llamarpc/nope", "cannot list llamarpc/nope@main"),
+        ("llama_model_hf_revision=v9", f"cannot list {REPO_ID}@v9"),
+        ("llama_model_hf_pattern=*q4_k_m*.gguf", f"pattern '*q4_k_m*.gguf' matches no file in {REPO_ID}@main"),
+    ],
+)
+def test_hub_refusals_change_nothing(tmp_path, hub, disk, extra, message):
+    """The hub's 404s (RepoNotFound, RevisionNotFound) and a pattern matching nothing stop the role before any host
+    is touched or any byte is fetched, with the repository and revision named."""
+    proc = playbook(tmp_path, disk, hub, None, FACTS, "-e", extra)
+    assert proc.returncode != 0
+    assert message in proc.stdout, proc.stdout[-3000:]
+    assert hub.requests("hub") and hub.requests("cdn") == []
+    assert not (disk / "models").exists()
 
 
 @pytest.fixture
