@@ -5,7 +5,9 @@ with their objects under .git/lfs/objects, fully offline. It runs from its own v
 created by this test with pip if missing) so that its dependencies never touch the project's. The controller
 side uses huggingface_hub (list_repo_tree, hf_hub_url, get_hf_file_metadata) against it; the hosts fetch the
 resolve URLs with urllib. olah answers Range requests with the whole file (200), so the download code's
-"Range ignored: start over" path is what runs here; resume is proven against nginx in test_shard_place_url.
+"Range ignored: start over" path is what runs here; resume is proven against nginx in test_shard_place_url, and on
+the Hugging Face path itself, through the llama_model role, against a hub stand-in that honours Range in
+test_llama_model_hub.py.
 """
 
 from __future__ import annotations
