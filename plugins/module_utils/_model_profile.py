@@ -57,7 +57,7 @@ SOURCE_QWEN25_32B = (
 )
 
 
-def _more_bits(layer, n_layer):
+def use_more_bits(layer, n_layer):
     """llama-quant.cpp's ``use_more_bits``: the first and last eighth of the layers and every third in between."""
     return layer < n_layer // 8 or layer >= 7 * n_layer // 8 or (layer - n_layer // 8) % 3 == 2
 
@@ -77,7 +77,7 @@ def q4_k_m_tensors(shape):
     n_layer = shape["n_layer"]
     table = [("token_embd.weight", [n_embd, n_vocab], Q6_K if shape["tied"] else Q4_K)]
     for layer in range(n_layer):
-        more = Q6_K if _more_bits(layer, n_layer) else Q4_K
+        more = Q6_K if use_more_bits(layer, n_layer) else Q4_K
         blk = f"blk.{layer}."
         table += [
             (blk + "attn_norm.weight", [n_embd], F32),

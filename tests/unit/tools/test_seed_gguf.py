@@ -69,7 +69,7 @@ def test_headers_only_with_the_seeds_shapes_types_and_size(seed):
 
 
 def test_use_more_bits_is_llama_quants():
-    layers = [il for il in range(64) if seed_gguf.use_more_bits(il, 64)]
+    layers = [il for il in range(64) if seed_gguf.mp.use_more_bits(il, 64)]
     assert layers[:9] == [0, 1, 2, 3, 4, 5, 6, 7, 10] and layers[-9:] == [55, 56, 57, 58, 59, 60, 61, 62, 63]
     assert len(layers) == 32
 
