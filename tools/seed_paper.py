@@ -105,7 +105,7 @@ def placement(model, result):
             continue
         worker = owner[int(name.split(".")[1])] if name.startswith("blk.") else out_owner
         per[worker]["bytes"] += tensor["bytes"]
-        if tensor["bytes"] > perf.HASH_THRESHOLD:
+        if tensor["bytes"] > seed_gguf.mp.CACHE_THRESHOLD_BYTES:
             per[worker]["hashed"] += tensor["bytes"]
             per[worker]["offers"] += 1
     return per

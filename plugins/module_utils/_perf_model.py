@@ -129,11 +129,6 @@ def ratio(predicted, measured):
     return predicted / measured
 
 
-#: llama.cpp offers a weight tensor over this size to an RPC worker by its hash first (ggml-rpc.cpp HASH_THRESHOLD);
-#: a worker started with ``-c`` answers it from its cache, else receives the bytes and caches them.
-HASH_THRESHOLD = 10 << 20
-
-
 def load_seconds(
     *,
     local_bytes,
@@ -150,8 +145,8 @@ def load_seconds(
     """Seconds llama-server spends loading a model onto its RPC workers, term by term.
 
     It reads every weight (``local_bytes`` from its own disk at ``disk_rate``, ``sshfs_bytes`` over SSHFS at
-    ``sshfs_rate``), hashes the ``hashed_bytes`` of the weight tensors over HASH_THRESHOLD bound for a worker
-    (``hash_rate``), offers each of them by hash (``offers`` synchronous round trips of ``rtt``), and sends the
+    ``sshfs_rate``), hashes the ``hashed_bytes`` of the weight tensors over the RPC cache's threshold
+    (``_model_profile.CACHE_THRESHOLD_BYTES``) bound for a worker (``hash_rate``), offers each of them by hash (``offers`` synchronous round trips of ``rtt``), and sends the
     ``sent_bytes`` the workers lack over its link (``link_rate``; a worker on its own host is loopback, not counted).
     One tensor after another, so the terms add up. Rates in bytes/s, ``rtt`` in seconds."""
     terms = {

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import worker_unit
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import CACHE_THRESHOLD_BYTES
+
 FILES = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files"
 spec = importlib.util.spec_from_file_location("llamarpc_cache_verify", FILES / "llamarpc_cache_verify.py")
 verify_mod = importlib.util.module_from_spec(spec)
@@ -31,12 +33,14 @@ def test_the_threshold_is_llama_cpps():
     fresh = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fresh)
     assert fresh.HASH_THRESHOLD == 10 * 1024 * 1024
+    # The verifier runs on the host without the collection: its copy must stay the collection's one figure.
+    assert fresh.HASH_THRESHOLD == CACHE_THRESHOLD_BYTES
 
 
 @pytest.fixture(scope="module")
 def hasher(tmp_path_factory):
     if not shutil.which("g++"):
-        pytest.skip("no g++ to build the helper")
+        pytest.fail("no g++ to build the helper (tools/setup.sh installs it): the fast path would go untested")
     return worker_unit.build_hasher(tmp_path_factory.mktemp("hasher"))
 
 
