@@ -146,7 +146,8 @@ def load_seconds(
 
     It reads every weight (``local_bytes`` from its own disk at ``disk_rate``, ``sshfs_bytes`` over SSHFS at
     ``sshfs_rate``), hashes the ``hashed_bytes`` of the weight tensors over the RPC cache's threshold
-    (``_model_profile.CACHE_THRESHOLD_BYTES``) bound for a worker (``hash_rate``), offers each of them by hash (``offers`` synchronous round trips of ``rtt``), and sends the
+    (``_model_profile.CACHE_THRESHOLD_BYTES``) bound for a worker (``hash_rate``), offers each of them by hash
+    (``offers`` synchronous round trips of ``rtt``), and sends the
     ``sent_bytes`` the workers lack over its link (``link_rate``; a worker on its own host is loopback, not counted).
     One tensor after another, so the terms add up. Rates in bytes/s, ``rtt`` in seconds."""
     terms = {
