@@ -45,18 +45,24 @@ def boot_all():
     assert boot.returncode == 0, boot.stdout[-3000:]
 
 
-def recovered(names, digests_before):
-    """What the fault's row asserts after a boot: the cluster serves, every planned worker and every SSHFS mount unit
-    runs, no llamarpc unit failed, and every shard keeps its checksum."""
-    back = wait_serving(600)
+def recovered(names, digests_before, within=600):
+    """What fault 2's rows assert after a boot: the cluster serves (seconds until it does, or None after ``within``),
+    every SSHFS mount unit and the supervisor timer run on node1, the RPC worker runs on each of ``names``, no
+    llamarpc unit failed, and every shard keeps its checksum."""
+    back = wait_serving(within)
     node1 = lab("node1")
     units = node1.run("systemctl list-units 'llamarpc*' --all --plain --no-legend").stdout
     failed = [line.split()[0] for line in units.splitlines() if " failed " in f" {line} "]
     sshfs = [line.split()[0] for line in units.splitlines() if line.startswith("llamarpc-sshfs")]
-    sshfs_up = bool(sshfs) and all(node1.service(unit).is_running for unit in sshfs)
-    workers = {name: lab(name).service("llamarpc-rpc-worker").is_running for name in names}
-    intact = shard_digests() == digests_before and all(got == want for got, want in digests_before.values())
-    return {"back": back, "failed": failed, "units": sshfs, "mounted": sshfs_up, "workers": workers, "intact": intact}
+    return {
+        "back": back,
+        "failed": failed,
+        "units": sshfs,
+        "mounted": bool(sshfs) and all(node1.service(unit).is_running for unit in sshfs),
+        "timer": node1.run("systemctl is-active llamarpc-server-supervisor.timer").stdout.strip(),
+        "workers": {name: lab(name).service("llamarpc-rpc-worker").is_running for name in names},
+        "intact": shard_digests() == digests_before and all(got == want for got, want in digests_before.values()),
+    }
 
 
 def power_loss_row(names, key, detail):
@@ -75,6 +81,7 @@ def power_loss_row(names, key, detail):
         and seen["back"] is not None
         and seen["mounted"]
         and not seen["failed"]
+        and seen["timer"] == "active"
         and all(seen["workers"].values())
         and seen["intact"]
     )
@@ -84,7 +91,8 @@ def power_loss_row(names, key, detail):
         2,
         f"power loss of {', '.join(names)} (every process SIGKILLed at once; API down: {down}), booted by the lab role "
         f"in {booted:.0f} s; {len(seen['units'])} SSHFS mount unit(s) {mounts}, "
-        f"workers running: {sum(seen['workers'].values())}/{len(names)}, failed units: {seen['failed'] or 'none'}, "
+        f"supervisor timer {seen['timer']}, workers running: {sum(seen['workers'].values())}/{len(names)}, "
+        f"failed units: {seen['failed'] or 'none'}, "
         f"llama-server PID {before} -> {main_pid(lab('node1'), 'llamarpc-server')}, "
         f"{now}, shards {'intact' if seen['intact'] else 'CHANGED'}",
         ok=ok,
@@ -96,6 +104,7 @@ def power_loss_row(names, key, detail):
     assert seen["back"] is not None, "not serving 600 s after the boot"
     assert seen["mounted"], seen
     assert not seen["failed"], seen
+    assert seen["timer"] == "active", seen
     assert all(seen["workers"].values()), seen
     assert seen["intact"], seen
 
@@ -113,6 +122,7 @@ def test_a_power_loss_of_all_six_hosts_at_once_heals_by_itself():
 @pytest.mark.fault(2)
 def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
     assert serving()
+    digests = shard_digests()
     before = main_pid(lab("node1"), "llamarpc-server")
     state_dir = f"/var/lib/llamarpc-lab/{lab_name()}/hosts/node1"
     start = time.monotonic()
@@ -130,31 +140,26 @@ def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
     )
     assert stop.returncode == 0, stop.stdout + stop.stderr
     down = not serving()
-    boot = controller("ansible-playbook", "-i", "localhost,", str(REPO / "molecule" / "_shared" / "create.yml"))
-    assert boot.returncode == 0, boot.stdout[-3000:]
+    boot_all()
     booted = time.monotonic() - start
-    back = wait_serving(180)
+    seen = recovered(["node1"], digests, within=180)
     took = time.monotonic() - start
     node1 = lab("node1")
-    units = node1.run("systemctl list-units 'llamarpc*' --all --plain --no-legend").stdout
-    failed = [line.split()[0] for line in units.splitlines() if " failed " in f" {line} "]
-    sshfs = [line.split()[0] for line in units.splitlines() if line.startswith("llamarpc-sshfs")]
-    sshfs_up = sshfs and all(node1.service(unit).is_running for unit in sshfs)
-    timer = node1.run("systemctl is-active llamarpc-server-supervisor.timer").stdout.strip()
-    intact = all(got == want for got, want in shard_digests().values())
+    back, failed, sshfs, timer, intact = (seen[key] for key in ("back", "failed", "units", "timer", "intact"))
     record(
         2,
         f"node1 powered off (API down: {down}) and booted by the lab role in {booted:.0f} s; "
-        f"{len(sshfs)} SSHFS mount unit(s) {'running' if sshfs_up else 'NOT running'}, supervisor timer {timer}, "
+        f"{len(sshfs)} SSHFS mount unit(s) {'running' if seen['mounted'] else 'NOT running'}, "
+        f"supervisor timer {timer}, "
         f"failed units: {failed or 'none'}, llama-server PID {before} -> {main_pid(node1, 'llamarpc-server')}, "
         f"{'serving' if back is not None else 'NOT serving'}, shards {'intact' if intact else 'CHANGED'}",
-        ok=down and back is not None and bool(sshfs_up) and not failed and timer == "active" and intact,
+        ok=down and back is not None and seen["mounted"] and not failed and timer == "active" and intact,
         recover_s=took if back is not None else None,
     )
     assert down
     assert back is not None
-    assert sshfs_up, units
-    assert not failed, units
+    assert seen["mounted"], seen
+    assert not failed, seen
     assert timer == "active"
     assert intact
     assert wait_for(lambda: node1.run("systemctl is-system-running").stdout.strip() in ("running", "degraded"), 30)
