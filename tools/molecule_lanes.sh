@@ -13,6 +13,16 @@ molecule=${MOLECULE:-.venv/bin/molecule}
 logs=tests/output/molecule
 mkdir -p "$logs"
 
+step_clock() {  # scenario start : pass molecule's output through, and time each step it starts ("=== ... step")
+  awk -v scenario="$1" -v start="$2" '
+    { print; fflush(); line = $0; gsub(/\033\[[0-9;]*m/, "", line) }
+    line ~ /[a-z_]+: Executing$/ {
+      "date +%s" | getline now; close("date +%s")
+      sub(/: Executing$/, "", line); n = split(line, word, " ")
+      printf "=== %s step %s at +%d s\n", scenario, word[n], now - start; fflush()
+    }'
+}
+
 run_scenarios() {  # scenario or make:TARGET... : one after another, stop at the first failure
   local scenario start
   for scenario in "$@"; do
@@ -22,7 +32,7 @@ run_scenarios() {  # scenario or make:TARGET... : one after another, stop at the
       make --no-print-directory "${scenario#make:}"
     else
       echo "=== molecule scenario $scenario"
-      "$molecule" test -s "$scenario"
+      "$molecule" test -s "$scenario" 2>&1 | step_clock "$scenario" "$start"
     fi || { echo "=== $scenario FAILED after $(( $(date +%s) - start )) s"; return 1; }
     echo "=== $scenario passed in $(( $(date +%s) - start )) s"
   done
