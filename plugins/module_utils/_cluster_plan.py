@@ -99,22 +99,17 @@ def summarize(model):
     layers = [0] * n_layer
     output = 0
     embedding = 0
-    has_output = False
+    tied = is_tied(model["tensors"])
     for tensor in model["tensors"]:
-        name = tensor["name"]
-        if name.startswith("blk."):
-            index = int(name.split(".")[1])
-            if index >= n_layer:
-                raise PlanError(f"tensor {name} names a layer beyond block_count {n_layer}")
-            layers[index] += tensor["bytes"]
-        elif name.startswith("token_embd."):
+        if tensor["name"].startswith("token_embd."):
             embedding += tensor["bytes"]
+        slot = tensor_slot(tensor["name"], n_layer, tied)
+        if slot is None:
+            continue
+        if slot < n_layer:
+            layers[slot] += tensor["bytes"]
         else:
             output += tensor["bytes"]
-            has_output = has_output or name == "output.weight"
-    if not has_output:
-        # Tied embeddings: llama.cpp duplicates token_embd as the output matrix on the output layer's device.
-        output += embedding
     return {
         "architecture": arch,
         "name": metadata.get("general.name", ""),
@@ -130,6 +125,25 @@ def summarize(model):
         "embedding_bytes": embedding,
         "weight_bytes": sum(layers) + output + embedding,
     }
+
+
+def is_tied(tensors):
+    """True when the model has no ``output.weight``: its output matrix is the token embedding."""
+    return not any(tensor["name"] == "output.weight" for tensor in tensors)
+
+
+def tensor_slot(name, n_layer, tied):
+    """The layer slot whose device holds tensor ``name`` (``n_layer``: the output layer), or None for the input layer,
+    which stays on the coordinator's CPU. Tied embeddings: llama.cpp duplicates token_embd (TENSOR_DUPLICATED) as the
+    output matrix on the output layer's device, so its bytes go there too."""
+    if name.startswith("blk."):
+        index = int(name.split(".")[1])
+        if index >= n_layer:
+            raise PlanError(f"tensor {name} names a layer beyond block_count {n_layer}")
+        return index
+    if name.startswith("token_embd."):
+        return n_layer if tied else None
+    return n_layer
 
 
 def kv_cells(ctx_size, parallel):

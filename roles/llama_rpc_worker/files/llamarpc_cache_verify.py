@@ -20,49 +20,18 @@ cannot be removed: the worker must not start then.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
-MASK = (1 << 64) - 1
+# The collection's FNV-1a (plugins/module_utils/_fnv1a.py): installed beside this file by the role; in the
+# collection's own tree (tests), three directories up.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "..", "plugins", "module_utils")]
+from _fnv1a import NAME, fnv1a, fnv1a_file, hash_with  # noqa: E402  pylint: disable=wrong-import-position
+
+__all__ = ["fnv1a", "fnv1a_file", "hash_with", "hash_in_python", "problems", "verify", "main"]
+
 # ggml-rpc.cpp HASH_THRESHOLD: only tensors larger than this are cached.
 HASH_THRESHOLD = 10 * 1024 * 1024
-NAME = re.compile(r"[0-9a-f]{16}")
-CHUNK = 1 << 20
-BATCH = 64  # paths per run of the hasher
-
-
-def fnv1a(data, value=FNV_OFFSET):
-    """FNV-1a 64 of ``data`` continued from ``value`` (ggml-rpc.cpp fnv_hash)."""
-    for byte in data:
-        value = ((value ^ byte) * FNV_PRIME) & MASK
-    return value
-
-
-def fnv1a_file(path):
-    """FNV-1a 64 of a file's bytes, in Python."""
-    value = FNV_OFFSET
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            value = fnv1a(chunk, value)
-    return value
-
-
-def hash_with(program, paths):
-    """{path: hash as 16 hex digits or None (unreadable)} from ``program``'s "<hash>  <path>" lines."""
-    found = {}
-    for start in range(0, len(paths), BATCH):
-        batch = paths[start : start + BATCH]
-        # rc 1 only says that a file could not be read; that file's line is "-  path".
-        proc = subprocess.run([program, *batch], capture_output=True, text=True, check=False)
-        for line in proc.stdout.splitlines():
-            digest, _sep, path = line.partition("  ")
-            found[path] = digest if NAME.fullmatch(digest) else None
-        if proc.returncode not in (0, 1) or any(path not in found for path in batch):
-            raise RuntimeError(f"{program} failed with {proc.returncode}: {proc.stderr.strip()}")
-    return found
 
 
 def hash_in_python(paths):

@@ -1,0 +1,126 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: tensor_cache_seed
+short_description: Seed an RPC worker's tensor cache with the plan's tensors from local shard files
+version_added: 0.2.0
+description:
+  - Writes into O(cache_dir) every weight tensor over 10 MiB that llama-server will offer to O(endpoint) by hash
+    (C(SET_TENSOR_HASH)) when it loads O(model) on the plan O(rpc) / O(tensor_split), so that the load sends none
+    of their bytes over the network.
+  - Layers go to endpoints as llama.cpp assigns them with C(-ngl all) (the planner's own mapping); a tied output
+    matrix (no C(output.weight)) sends the token embedding's bytes to the output layer's endpoint.
+  - Each file is named by the FNV-1a 64 of its bytes (16 lower-case hex digits, computed here) and written
+    atomically - a temporary name, fsync, the hash checked again, rename, fsync of the directory. A file already
+    there with the right size and hash is left alone.
+requirements:
+  - The model's shard files readable on the host (a split model's shards beside shard 1).
+notes:
+  - Hashing with O(hasher) (the C++ helper the C(llama_rpc_worker) role builds) runs at about 780 MB/s; without it
+    Python hashes at about 5 MB/s.
+author:
+  - llamarpc.cluster contributors (@llamarpc)
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
+attributes:
+  check_mode:
+    details: Hashes the sources and the cache files already there and reports which files would be written.
+  diff_mode:
+    details: The plan's cache file names present before and after.
+options:
+  model:
+    description: The GGUF model on this host (shard 1 of a split; the other shards beside it).
+    type: path
+    required: true
+  rpc:
+    description: The plan's RPC endpoints in device order (C(rpc) of M(llamarpc.cluster.llama_cluster_plan), a list
+      or a comma-separated string).
+    type: list
+    elements: str
+    required: true
+  tensor_split:
+    description: The plan's proportions, one per endpoint (C(tensor_split) of the plan).
+    type: list
+    elements: float
+    required: true
+  endpoint:
+    description: This worker's endpoint as it appears in O(rpc); one not in O(rpc) has nothing to seed.
+    type: str
+    required: true
+  cache_dir:
+    description: The worker's tensor cache directory (its C(-c) directory, C($LLAMA_CACHE/rpc)); it must exist.
+    type: path
+    required: true
+  hasher:
+    description: The C(llamarpc-fnv1a) helper; when omitted or missing, Python hashes (slow).
+    type: path
+seealso:
+  - module: llamarpc.cluster.llama_cluster_plan
+"""
+
+EXAMPLES = r"""
+- name: Seed the worker's tensor cache for the plan
+  llamarpc.cluster.tensor_cache_seed:
+    model: /data/models/qwen2.5-32b-instruct-q4_k_m-00001-of-00005.gguf
+    rpc: "{{ llama_coordinator_plan.rpc }}"
+    tensor_split: "{{ llama_coordinator_plan.tensor_split }}"
+    endpoint: "{{ llamarpc_mesh_address }}:50052"
+    cache_dir: /var/cache/llamarpc-rpc/rpc
+    hasher: /usr/local/lib/llamarpc/llamarpc-fnv1a
+"""
+
+RETURN = r"""
+tensors:
+  description: The tensors the plan gives O(endpoint), each with C(name), C(file), C(offset) (absolute, in C(file)),
+    C(size), C(hash) and C(state) (C(present), C(written), or C(missing) in check mode).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: token_embd.weight
+      file: /data/models/gemma-3-270m-q4_k_m.gguf
+      offset: 6422528
+      size: 178257920
+      hash: 5d2f31b0b4c1e6a3
+      state: written
+written:
+  description: Cache files written (in check mode, to write).
+  returned: always
+  type: int
+present:
+  description: Tensors already cached with the right size and hash.
+  returned: always
+  type: int
+bytes_written:
+  description: Bytes written (in check mode, to write).
+  returned: always
+  type: int
+removed_temporaries:
+  description: Temporary files of an earlier, killed run that were removed (in check mode, would be).
+  returned: always
+  type: list
+  elements: str
+msg:
+  description: A one-line summary.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils._tensor_seed import ARGUMENT_SPEC, run_module
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**run_module(module))
+
+
+if __name__ == "__main__":
+    main()

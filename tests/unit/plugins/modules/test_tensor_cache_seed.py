@@ -1,0 +1,93 @@
+"""tensor_cache_seed: check mode -> apply -> apply again (unchanged) -> check mode (unchanged), with a diff; an
+endpoint the plan does not use has nothing to seed; errors are messages."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from ansible.module_utils import basic
+from tiny_gguf import generate
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed
+from ansible_collections.llamarpc.cluster.plugins.modules import tensor_cache_seed
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+@pytest.fixture(scope="module")
+def hasher(tmp_path_factory):
+    if not shutil.which("g++"):
+        pytest.fail("no g++ to build the helper (tools/setup.sh installs it)")
+    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
+    source = REPO / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
+    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("model"), preset="tiny", shards=2, seed=2)["files"][0]["path"]
+
+
+@pytest.fixture
+def args(model, hasher, tmp_path, monkeypatch):
+    monkeypatch.setattr(_tensor_seed, "CACHE_THRESHOLD_BYTES", 300 * 1024)
+    monkeypatch.setattr(_tensor_seed.seed_lists, "__defaults__", (300 * 1024,))
+    cache = tmp_path / "rpc"
+    cache.mkdir()
+    return {
+        "model": model,
+        "rpc": "127.0.0.1:1,127.0.0.1:2",
+        "tensor_split": "1,1",
+        "endpoint": "127.0.0.1:2",
+        "cache_dir": str(cache),
+        "hasher": hasher,
+        "_ansible_diff": True,
+    }
+
+
+def test_check_apply_apply_check(run_module, args):
+    first = run_module(tensor_cache_seed, args, check_mode=True).result
+    assert first["changed"] and first["written"] > 0 and first["present"] == 0
+    assert first["diff"]["before"] == "" and first["diff"]["after"]
+    assert list(Path(args["cache_dir"]).iterdir()) == []
+
+    applied = run_module(tensor_cache_seed, args).result
+    assert applied["changed"] and applied["written"] == first["written"]
+    assert applied["bytes_written"] == sum(t["size"] for t in applied["tensors"])
+    assert sorted(p.name for p in Path(args["cache_dir"]).iterdir()) == sorted(t["hash"] for t in applied["tensors"])
+
+    for check in (False, True):
+        again = run_module(tensor_cache_seed, args, check_mode=check).result
+        assert not again["changed"] and again["written"] == 0
+        assert again["present"] == len(applied["tensors"])
+        assert again["diff"]["before"] == again["diff"]["after"] == first["diff"]["after"]
+
+
+def test_an_endpoint_outside_the_plan_has_nothing_to_seed(run_module, args):
+    out = run_module(tensor_cache_seed, dict(args, endpoint="127.0.0.1:9")).result
+    assert not out["changed"] and out["tensors"] == [] and "not in the plan" in out["msg"]
+
+
+def test_a_missing_helper_falls_back_to_python_with_a_warning(run_module, args, tmp_path, monkeypatch):
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    out = run_module(tensor_cache_seed, dict(args, hasher=str(tmp_path / "none"), endpoint="127.0.0.1:1"))
+    assert not out.failed and out.result["changed"]
+    assert any("hashing in Python" in text for text in warned)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tensor_split": "1"}, "2 RPC endpoint(s) but 1"),
+        ({"cache_dir": "/nonexistent/rpc"}, "creates the cache directory"),
+        ({"model": "/nonexistent.gguf"}, "tensor cache seeding failed"),
+    ],
+)
+def test_bad_input_fails_with_a_message(run_module, args, change, message):
+    out = run_module(tensor_cache_seed, dict(args, **change))
+    assert out.failed and message in out.result["msg"]
