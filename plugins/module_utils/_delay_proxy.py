@@ -11,6 +11,10 @@ proxy is therefore the link's own plus 2 * delay; bandwidth is not limited (cap 
 Run as a script (the benchmark module writes this file to the host and starts it as a transient systemd unit)::
 
     python3 _delay_proxy.py --listen 127.0.0.1 --delay-ms 5 6001=10.0.0.2:50052 6002=10.0.0.3:50052
+
+``--report`` prints a line on stdout when the listeners are up (``listening``), when a connection opens
+(``open N``) and when both its directions have ended (``closed N: X bytes to target, Y bytes back``): a test counts
+what crossed the link, and knows every connection has ended when each ``open`` has its ``closed``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import itertools
 import socket
+import sys
 import time
 
 CHUNK = 1 << 16
@@ -55,7 +61,9 @@ class DelayLine:
 
 
 async def _pump(reader, writer, delay):
+    """Copy ``reader`` to ``writer`` ``delay`` seconds late until EOF; returns the bytes written."""
     line = DelayLine(delay)
+    sent = 0
     event = asyncio.Event()
     eof = False
 
@@ -79,6 +87,7 @@ async def _pump(reader, writer, delay):
             if data:
                 writer.write(data)
                 await writer.drain()
+                sent += len(data)
                 continue
             if wait is None:
                 if eof:
@@ -90,43 +99,69 @@ async def _pump(reader, writer, delay):
         task.cancel()
         with contextlib.suppress(OSError):
             writer.close()
+    return sent
 
 
-async def _serve(route, listen_host, delay):
+def _say(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+async def _serve(route, listen_host, delay, report=False, ready=None):
     port, host, target_port = route
+    numbers = itertools.count(1)
 
     async def handle(client_reader, client_writer):
+        number = next(numbers)
+        if report:
+            _say(f"open {number}")
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(host, target_port)
         except OSError:
             client_writer.close()
+            if report:
+                _say(f"closed {number}: 0 bytes to target, 0 bytes back (target refused)")
             return
         for w in (client_writer, upstream_writer):
             sock = w.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        await asyncio.gather(
+        up, down = await asyncio.gather(
             _pump(client_reader, upstream_writer, delay),
             _pump(upstream_reader, client_writer, delay),
             return_exceptions=True,
         )
+        if report:
+            counts = [value if isinstance(value, int) else f"? ({value!r})" for value in (up, down)]
+            _say(f"closed {number}: {counts[0]} bytes to target, {counts[1]} bytes back")
 
     server = await asyncio.start_server(handle, listen_host, port)
+    if ready is not None:
+        ready.release()
     async with server:
         await server.serve_forever()
 
 
-async def _main(routes, listen_host, delay):
-    await asyncio.gather(*(_serve(r, listen_host, delay) for r in routes))
+async def _main(routes, listen_host, delay, report=False):
+    ready = asyncio.Semaphore(0)
+
+    async def announce():
+        for _route in routes:
+            await ready.acquire()
+        if report:
+            _say("listening")
+
+    await asyncio.gather(announce(), *(_serve(r, listen_host, delay, report, ready) for r in routes))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listen", default="127.0.0.1")
     parser.add_argument("--delay-ms", type=float, required=True, help="one-way delay (round trip adds twice this)")
+    parser.add_argument("--report", action="store_true", help="print listening, open and closed lines (bytes)")
     parser.add_argument("routes", nargs="+", help="LISTEN_PORT=HOST:PORT")
     args = parser.parse_args(argv)
-    asyncio.run(_main([parse_route(r) for r in args.routes], args.listen, args.delay_ms / 1000.0))
+    asyncio.run(_main([parse_route(r) for r in args.routes], args.listen, args.delay_ms / 1000.0, args.report))
 
 
 if __name__ == "__main__":

@@ -143,3 +143,33 @@ def test_large_request_response_exchanges_do_not_stall():
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+def test_report_counts_the_bytes_of_each_connection_in_each_direction():
+    """``--report``: a line when listening, one per connection opened, and its byte counts once both sides ended."""
+    echo = _echo_server()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, dp.__file__, "--delay-ms", "0", "--report", f"{port}=127.0.0.1:{echo}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline() == "listening\n"  # an event, not a wait: the listener is up now
+        for size in (1, 300_000):
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+                conn.sendall(b"y" * size)
+                got = 0
+                while got < size:  # the echo back, then a close (the proxy does not pass on a half-close)
+                    got += len(conn.recv(65536))
+        lines = [proc.stdout.readline().strip() for _i in range(4)]
+        # The proxy may see connection 2 open before it has finished closing connection 1.
+        assert sorted(lines) == [
+            "closed 1: 1 bytes to target, 1 bytes back",
+            "closed 2: 300000 bytes to target, 300000 bytes back",
+            "open 1",
+            "open 2",
+        ]
+    finally:
+        proc.terminate()
+        proc.wait(5)
