@@ -207,14 +207,73 @@ def seed(entries, cache_dir, hasher=None, check_mode=False):
     return rows, stale
 
 
+def locate(entries, source_dirs=None):
+    """(entries found on this host, entries not found). With ``source_dirs`` each tensor's shard is looked up by its
+    file name in those directories, in order (this host's copy of the shard), instead of at the path the list names;
+    a copy too short to hold the tensor does not count."""
+    found, missing = [], []
+    for entry in entries:
+        name = os.path.basename(entry["file"])
+        candidates = [os.path.join(d, name) for d in source_dirs] if source_dirs else [entry["file"]]
+        path = next(
+            (c for c in candidates if os.path.isfile(c) and os.path.getsize(c) >= entry["offset"] + entry["size"]),
+            None,
+        )
+        if path is None:
+            missing.append(dict(entry, hash=None, state="unavailable"))
+        else:
+            found.append(dict(entry, file=path))
+    return found, missing
+
+
+def given_tensors(tensors):
+    """The ``tensors`` option checked: dicts with name, file, offset and size."""
+    checked = []
+    for index, tensor in enumerate(tensors):
+        try:
+            checked.append(
+                {
+                    "name": str(tensor["name"]),
+                    "file": str(tensor["file"]),
+                    "offset": int(tensor["offset"]),
+                    "size": int(tensor["size"]),
+                }
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SeedError(f"tensors[{index}] needs name, file, offset and size (integers): {exc!r}") from exc
+    return checked
+
+
 ARGUMENT_SPEC = {
-    "model": {"type": "path", "required": True},
-    "rpc": {"type": "list", "elements": "str", "required": True},
-    "tensor_split": {"type": "list", "elements": "float", "required": True},
-    "endpoint": {"type": "str", "required": True},
-    "cache_dir": {"type": "path", "required": True},
+    "model": {"type": "path"},
+    "tensors": {"type": "list", "elements": "dict"},
+    "rpc": {"type": "list", "elements": "str"},
+    "tensor_split": {"type": "list", "elements": "float"},
+    "endpoint": {"type": "str"},
+    "cache_dir": {"type": "path"},
+    "source_dirs": {"type": "list", "elements": "path"},
     "hasher": {"type": "path"},
 }
+MODULE_RULES = {
+    "required_one_of": [["model", "tensors"]],
+    "mutually_exclusive": [["model", "tensors"]],
+    "required_by": {"model": ["rpc", "tensor_split"]},
+}
+
+
+def _entries(params):
+    """This endpoint's tensors (None: not in the plan), or {endpoint: tensors} when there is no cache to seed."""
+    if params["tensors"] is not None:
+        if not params["cache_dir"]:
+            raise SeedError("tensors are given: cache_dir is needed to seed them")
+        return given_tensors(params["tensors"])
+    tensors, n_layer = model_tensors(params["model"])
+    lists = seed_lists(tensors, n_layer, params["rpc"], params["tensor_split"])
+    if not params["cache_dir"]:
+        return lists
+    if not params["endpoint"]:
+        raise SeedError("endpoint is needed with model and cache_dir: which endpoint's tensors to seed")
+    return lists.get(params["endpoint"])
 
 
 def run_module(module):
@@ -224,37 +283,34 @@ def run_module(module):
     if hasher and not os.access(hasher, os.X_OK):
         module.warn(f"{hasher} is not there: hashing in Python, over 100 times slower")
         hasher = None
+    result = {"changed": False, "tensors": [], "written": 0, "present": 0, "unavailable": 0, "bytes_written": 0}
+    result["removed_temporaries"] = []
     try:
-        tensors, n_layer = model_tensors(params["model"])
-        lists = seed_lists(tensors, n_layer, params["rpc"], params["tensor_split"])
-        entries = lists.get(params["endpoint"])
+        entries = _entries(params)
+        if isinstance(entries, dict):
+            counts = ", ".join(f"{e} {len(rows)}" for e, rows in entries.items())
+            return dict(result, lists=entries, msg=f"tensors over 10 MiB per endpoint: {counts}")
         if entries is None:
-            return {
-                "changed": False,
-                "tensors": [],
-                "written": 0,
-                "present": 0,
-                "bytes_written": 0,
-                "removed_temporaries": [],
-                "msg": f"{params['endpoint']} is not in the plan ({','.join(lists)}): nothing to seed",
-            }
-        rows, stale = seed(entries, params["cache_dir"], hasher, module.check_mode)
+            return dict(result, msg=f"{params['endpoint']} is not in the plan ({','.join(params['rpc'])})")
+        found, missing = locate(entries, params["source_dirs"])
+        rows, stale = seed(found, params["cache_dir"], hasher, module.check_mode)
     except (PlanError, SeedError, OSError, ValueError) as exc:
         module.fail_json(msg=f"tensor cache seeding failed: {exc}")
     to_write = [row for row in rows if row["state"] != "present"]
-    result = {
-        "changed": bool(to_write or stale),
-        "tensors": rows,
-        "written": len({row["hash"] for row in to_write}),
-        "present": len(rows) - len(to_write),
-        "bytes_written": sum({row["hash"]: row["size"] for row in to_write}.values()),
-        "removed_temporaries": stale,
-        "msg": (
-            f"{params['endpoint']}: {len(rows)} tensor(s) over 10 MiB in the plan, "
-            f"{len(rows) - len(to_write)} already cached, {len(to_write)} "
-            f"{'to write' if module.check_mode else 'written'}"
+    result.update(
+        changed=bool(to_write or stale),
+        tensors=rows + missing,
+        written=len({row["hash"] for row in to_write}),
+        present=len(rows) - len(to_write),
+        unavailable=len(missing),
+        bytes_written=sum({row["hash"]: row["size"] for row in to_write}.values()),
+        removed_temporaries=stale,
+        msg=(
+            f"{len(entries)} tensor(s) over 10 MiB to seed: {len(rows) - len(to_write)} already cached, "
+            f"{len(to_write)} {'to write' if module.check_mode else 'written'}, {len(missing)} without a local shard "
+            "(llama-server sends those)"
         ),
-    }
+    )
     if module._diff:
         present = sorted(row["hash"] for row in rows if row["state"] == "present")
         wanted = sorted({row["hash"] for row in rows})

@@ -20,8 +20,10 @@ description:
   - Each file is named by the FNV-1a 64 of its bytes (16 lower-case hex digits, computed here) and written
     atomically - a temporary name, fsync, the hash checked again, rename, fsync of the directory. A file already
     there with the right size and hash is left alone.
-requirements:
-  - The model's shard files readable on the host (a split model's shards beside shard 1).
+  - Without O(cache_dir) it only lists - the tensors per endpoint (RV(lists)), from the headers of O(model) - for a
+    host that holds every shard (the coordinator) to hand each worker its O(tensors).
+  - A tensor whose shard this host does not hold (O(source_dirs)) is reported C(unavailable) and not seeded;
+    llama-server sends it at the load.
 notes:
   - Hashing with O(hasher) (the C++ helper the C(llama_rpc_worker) role builds) runs at about 780 MB/s; without it
     Python hashes at about 5 MB/s.
@@ -35,28 +37,36 @@ attributes:
     details: The plan's cache file names present before and after.
 options:
   model:
-    description: The GGUF model on this host (shard 1 of a split; the other shards beside it).
+    description: The GGUF model on this host (shard 1 of a split; every shard beside it), whose headers say which
+      tensors each endpoint gets. Exactly one of O(model) and O(tensors).
     type: path
-    required: true
+  tensors:
+    description: This endpoint's tensors as a listing run returned them (an item of RV(lists)) - each with C(name),
+      C(file), C(offset) and C(size).
+    type: list
+    elements: dict
   rpc:
     description: The plan's RPC endpoints in device order (C(rpc) of M(llamarpc.cluster.llama_cluster_plan), a list
-      or a comma-separated string).
+      or a comma-separated string). Required with O(model).
     type: list
     elements: str
-    required: true
   tensor_split:
-    description: The plan's proportions, one per endpoint (C(tensor_split) of the plan).
+    description: The plan's proportions, one per endpoint (C(tensor_split) of the plan). Required with O(model).
     type: list
     elements: float
-    required: true
   endpoint:
-    description: This worker's endpoint as it appears in O(rpc); one not in O(rpc) has nothing to seed.
+    description: This worker's endpoint as it appears in O(rpc), needed with O(model) and O(cache_dir); one not in
+      O(rpc) has nothing to seed.
     type: str
-    required: true
   cache_dir:
     description: The worker's tensor cache directory (its C(-c) directory, C($LLAMA_CACHE/rpc)); it must exist.
+      Omitted - list only.
     type: path
-    required: true
+  source_dirs:
+    description: Where this host's shard files are, looked up by file name in order; omitted - the paths the tensors
+      name.
+    type: list
+    elements: path
   hasher:
     description: The C(llamarpc-fnv1a) helper; when omitted or missing, Python hashes (slow).
     type: path
@@ -65,6 +75,20 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: List each worker's tensors on the coordinator, which holds every shard
+  llamarpc.cluster.tensor_cache_seed:
+    model: /data/models/qwen2.5-32b-instruct-q4_k_m-00001-of-00005.gguf
+    rpc: "{{ llama_coordinator_plan.rpc }}"
+    tensor_split: "{{ llama_coordinator_plan.tensor_split }}"
+  register: seed_lists
+
+- name: Seed a worker from the shards on its own disk
+  llamarpc.cluster.tensor_cache_seed:
+    tensors: "{{ seed_lists.lists['10.77.0.12:50052'] }}"
+    source_dirs: [/data/models]
+    cache_dir: /var/cache/llamarpc-rpc/rpc
+    hasher: /usr/local/lib/llamarpc/llamarpc-fnv1a
+
 - name: Seed the worker's tensor cache for the plan
   llamarpc.cluster.tensor_cache_seed:
     model: /data/models/qwen2.5-32b-instruct-q4_k_m-00001-of-00005.gguf
@@ -78,7 +102,8 @@ EXAMPLES = r"""
 RETURN = r"""
 tensors:
   description: The tensors the plan gives O(endpoint), each with C(name), C(file), C(offset) (absolute, in C(file)),
-    C(size), C(hash) and C(state) (C(present), C(written), or C(missing) in check mode).
+    C(size), C(hash) and C(state) (C(present), C(written), C(missing) in check mode, or C(unavailable) - no local
+    shard).
   returned: always
   type: list
   elements: dict
@@ -97,6 +122,15 @@ present:
   description: Tensors already cached with the right size and hash.
   returned: always
   type: int
+unavailable:
+  description: Tensors whose shard this host does not hold (not seeded).
+  returned: always
+  type: int
+lists:
+  description: Without O(cache_dir) - per endpoint of O(rpc), its tensors over 10 MiB (C(name), C(file), C(offset),
+    C(size)).
+  returned: when O(cache_dir) is omitted
+  type: dict
 bytes_written:
   description: Bytes written (in check mode, to write).
   returned: always
@@ -114,11 +148,15 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._tensor_seed import ARGUMENT_SPEC, run_module
+from ansible_collections.llamarpc.cluster.plugins.module_utils._tensor_seed import (
+    ARGUMENT_SPEC,
+    MODULE_RULES,
+    run_module,
+)
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **MODULE_RULES)
     module.exit_json(**run_module(module))
 
 

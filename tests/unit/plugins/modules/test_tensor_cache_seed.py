@@ -91,3 +91,46 @@ def test_a_missing_helper_falls_back_to_python_with_a_warning(run_module, args, 
 def test_bad_input_fails_with_a_message(run_module, args, change, message):
     out = run_module(tensor_cache_seed, dict(args, **change))
     assert out.failed and message in out.result["msg"]
+
+
+def test_the_coordinator_lists_and_a_worker_seeds_what_its_own_disk_holds(run_module, args, model, tmp_path):
+    listing = {"model": model, "rpc": "127.0.0.1:1,127.0.0.1:2", "tensor_split": "1,1"}
+    listed = run_module(tensor_cache_seed, listing).result
+    assert not listed["changed"] and set(listed["lists"]) == {"127.0.0.1:1", "127.0.0.1:2"}
+    assert not list(Path(args["cache_dir"]).iterdir())
+    # One worker with every layer: its tensors come from both shards.
+    mine = run_module(tensor_cache_seed, dict(listing, rpc="127.0.0.1:2", tensor_split="1")).result["lists"]
+    mine = mine["127.0.0.1:2"]
+    shards = sorted({t["file"] for t in mine})
+    assert len(shards) == 2, shards
+
+    # The worker holds the second shard only, in a directory of its own.
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    shutil.copy(shards[1], disk)
+    seeding = {"tensors": mine, "source_dirs": [str(disk)], "cache_dir": args["cache_dir"], "hasher": args["hasher"]}
+    out = run_module(tensor_cache_seed, seeding).result
+    held = [t for t in mine if t["file"] == shards[1]]
+    assert out["changed"] and out["written"] == len(held) and out["unavailable"] == len(mine) - len(held)
+    assert {t["name"] for t in out["tensors"] if t["state"] == "written"} == {t["name"] for t in held}
+    assert all(t["file"].startswith(str(disk)) for t in out["tensors"] if t["state"] == "written")
+    again = run_module(tensor_cache_seed, seeding).result
+    assert not again["changed"] and again["present"] == len(held)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tensors": [{"name": "x", "file": "/f", "offset": "a", "size": 1}]}, "tensors[0] needs"),
+        ({"tensors": [], "cache_dir": None}, "cache_dir is needed"),
+        ({"endpoint": None}, "endpoint is needed"),
+    ],
+)
+def test_incomplete_input_is_refused(run_module, args, change, message):
+    given = dict(args, **change)
+    if "tensors" in change:
+        for name in ("model", "rpc", "tensor_split", "endpoint"):
+            given.pop(name)
+    given = {k: v for k, v in given.items() if v is not None}
+    out = run_module(tensor_cache_seed, given)
+    assert out.failed and message in out.result["msg"]
