@@ -10,10 +10,13 @@ went away (``rst``: reset, ``fin``: orderly close, ``open``: still connected whe
 
 from __future__ import annotations
 
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -246,3 +249,14 @@ def closed_port():
     port = sock.getsockname()[1]
     sock.close()
     return port
+
+
+@pytest.fixture(scope="session")
+def hasher(tmp_path_factory):
+    """The worker role's FNV-1a helper (llamarpc-fnv1a), compiled as the role compiles it on the host."""
+    if not shutil.which("g++"):
+        pytest.fail("no g++ to build the helper (tools/setup.sh installs it): the fast path would go untested")
+    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
+    source = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
+    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
+    return str(out)

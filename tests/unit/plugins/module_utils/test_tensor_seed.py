@@ -5,9 +5,6 @@ their FNV-1a names, left alone when already right."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import gguf
 import pytest
@@ -17,19 +14,8 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_p
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _fnv1a
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed as ts
 
-REPO = Path(__file__).resolve().parents[4]
 THRESHOLD = 300 * 1024  # the tiny model's FFN matrices (384 KiB), its embedding and output are over it
 RPC = "10.0.0.2:50052,10.0.0.3:50052"
-
-
-@pytest.fixture(scope="module")
-def hasher(tmp_path_factory):
-    if not shutil.which("g++"):
-        pytest.fail("no g++ to build the helper (tools/setup.sh installs it): the fast path would go untested")
-    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
-    source = REPO / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
-    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
-    return str(out)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ endpoint the plan does not use has nothing to seed; errors are messages."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,6 @@ from tiny_gguf import generate
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed
 from ansible_collections.llamarpc.cluster.plugins.modules import tensor_cache_seed
-
-REPO = Path(__file__).resolve().parents[4]
-
-
-@pytest.fixture(scope="module")
-def hasher(tmp_path_factory):
-    if not shutil.which("g++"):
-        pytest.fail("no g++ to build the helper (tools/setup.sh installs it)")
-    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
-    source = REPO / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
-    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
-    return str(out)
 
 
 @pytest.fixture(scope="module")
