@@ -134,7 +134,7 @@ options:
     type: bool
     default: true
 notes:
-  - RV(changed) says that the hosts do not hold the plan yet (a shard to fetch, a link to make, a partial download to
+  - C(changed) says that the hosts do not hold the plan yet (a shard to fetch, a link to make, a partial download to
     remove); the plan itself changes nothing.
   - The plan, and the steps in detail - C(docs/modules.md).
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]

@@ -467,6 +467,20 @@ def test_token_stays_with_its_origin_across_a_redirect(server, hub, tmp_path):
     assert server.state["requests"] == ["bytes=10-"]
 
 
+def test_the_hub_token_goes_only_with_the_hubs_shards(run_module, server, tmp_path):
+    """hf_token is sent with a shard marked hub, never with a plain URL's (a token the controller found must not leak
+    to another origin)."""
+    plain = {**apply_args(tmp_path, [shard(server)]), "hf_token": "hf_secret"}
+    assert not run_module(gguf_shard_place, plain).failed
+    assert server.state["auth"] == [None]
+    server.state["auth"].clear()
+    (tmp_path / "models" / NAME).chmod(0o644)
+    (tmp_path / "models" / NAME).unlink()
+    hub_shard = {**apply_args(tmp_path, [shard(server, hub=True)]), "hf_token": "hf_secret"}
+    assert not run_module(gguf_shard_place, hub_shard).failed
+    assert server.state["auth"] == ["Bearer hf_secret"]
+
+
 USER = (54321, 54322)  # a uid and gid nobody has: the test runs as root (the module does, on the hosts)
 
 
