@@ -100,6 +100,8 @@ notes:
     name before it is verified. Nothing here deletes a complete shard, nor a corrupt one.
   - A failed fetch or repair says what was kept and what to do; when the disk is full it names the deleted files that
     processes still hold open there.
+  - On a copy-on-write filesystem (btrfs) an in-place repair allocates new blocks for what it rewrites; only the
+    differing blocks are rewritten.
   - The plan, verification, ownership, the progress file and the steps in detail - C(docs/modules.md).
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
 attributes:
