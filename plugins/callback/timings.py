@@ -216,6 +216,13 @@ def format_summary(summary):
     return lines
 
 
+def task_key(task):
+    """A task's identity from its start to its results, from public methods: where it is written (file:line) and its
+    action. A task file imported twice gives two tasks one key; the latest of them (the one running) takes the
+    results, as a result of an earlier task is looked up from the newest back."""
+    return f"{task.get_path() or ''} {task.action}"
+
+
 def _task_of(result):
     return getattr(result, "task", None) or result._task  # pylint: disable=protected-access
 
@@ -242,7 +249,7 @@ class CallbackModule(CallbackBase):
         name = task.get_name().strip()
         if role and name.startswith(f"{role} : "):
             name = name[len(role) + 3 :]
-        self.timings.task(task._uuid, name, role, task.action)  # pylint: disable=protected-access
+        self.timings.task(task_key(task), name, role, task.action)
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._task_start(task)
@@ -251,10 +258,10 @@ class CallbackModule(CallbackBase):
         self._task_start(task)
 
     def v2_runner_on_start(self, host, task):
-        self.timings.host_start(task._uuid, host.get_name())  # pylint: disable=protected-access
+        self.timings.host_start(task_key(task), host.get_name())
 
     def _done(self, result, status):
-        self.timings.host_done(_task_of(result)._uuid, _host_of(result), status)  # pylint: disable=protected-access
+        self.timings.host_done(task_key(_task_of(result)), _host_of(result), status)
 
     def v2_runner_on_ok(self, result):
         self._done(result, "changed" if result.is_changed() else "ok")

@@ -5,7 +5,7 @@
 """The plan before deploy (playbooks/plan.yml): predictions from the two planners' results, and the report.
 
 Pure functions, standard library only. The inputs are what site.yml's own planners return - the shard placement of
-``gguf_shard_place`` (run with ``fetch=false``) and the memory plan of ``llama_cluster_plan`` - so the plan shown is
+``gguf_shard_plan`` (run with ``fetch=false``) and the memory plan of ``llama_cluster_plan`` - so the plan shown is
 the plan site.yml deploys; this file only adds the predictions and the text.
 
 Load time (a first deploy, nothing cached): every host downloads its shards from the source, one host after the

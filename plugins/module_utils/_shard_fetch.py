@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Host side of gguf_shard_place: inspect a model directory, fetch shards resumably, verify, link.
+"""Host side of shard placement (gguf_shard_facts, gguf_shard_place): inspect a model directory, fetch shards
+resumably, verify, link.
 
 Standard library only (managed hosts run Debian's python3 without huggingface_hub).
 
@@ -157,9 +158,24 @@ def inspect_tensor_cache(model_dir, cache_dir):
     }
 
 
+def held_names(model_dir):
+    """The names of the files and links in ``model_dir`` and of the partial downloads there (``NAME`` for
+    ``NAME.partial``); dot files and sidecars left out; none when it is not a directory."""
+    names = set()
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.listdir(model_dir):
+            if entry.startswith(".") or entry.endswith((SIDECAR, REPAIR)):
+                continue
+            names.add(entry[: -len(PARTIAL)] if entry.endswith(PARTIAL) else entry)
+    return sorted(names)
+
+
 def inspect(model_dir, names, tensor_cache=None):
-    """What the model directory holds for ``names``: free bytes, partial bytes, complete files, per-name state;
-    with ``tensor_cache`` (the worker's cache directory) also ``inspect_tensor_cache`` of it."""
+    """What the model directory holds for ``names`` (None: everything it holds, ``held_names``): free bytes,
+    partial bytes, complete files, per-name state; with ``tensor_cache`` (the worker's cache directory) also
+    ``inspect_tensor_cache`` of it."""
+    if names is None:
+        names = held_names(model_dir)
     files = {}
     partial_bytes = 0
     complete = {}

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pure placement planner for split GGUF shards (used by the gguf_shard_place action plugin).
+"""Pure placement planner for split GGUF shards (used by gguf_shard_plan, through _shard_plan_run).
 
 Input: the shards in file order (name, size) and the candidate hosts with the free bytes gathered at their
 model directory, the bytes of partial downloads of this model there (resumed or reclaimed by the fetch) and

@@ -34,7 +34,7 @@ options:
   model:
     description:
       - The model as already read from its GGUF headers, instead of O(model_path) - the C(model) that
-        M(llamarpc.cluster.gguf_shard_place) returns with C(fetch=false) (C(playbooks/plan.yml) plans with it before
+        M(llamarpc.cluster.gguf_shard_plan) returns with C(fetch=false) (C(playbooks/plan.yml) plans with it before
         any shard is downloaded), or the RV(model) of an earlier run.
     type: dict
   workers:
@@ -413,7 +413,7 @@ def main():
         missing = sorted(set(MODEL_KEYS) - set(summary))
         if missing:
             module.fail_json(
-                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_place returns with fetch=false",
+                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_plan returns with fetch=false",
                 **gathered,
             )
         result = planner.plan(

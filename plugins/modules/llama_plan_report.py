@@ -13,7 +13,7 @@ short_description: Predict load time and tokens/s of a cluster plan, print it an
 version_added: 0.2.0
 description:
   - An action that runs on the controller only and never connects to a host. C(playbooks/plan.yml) gives it the
-    results of the planners C(site.yml) deploys with (M(llamarpc.cluster.gguf_shard_place) with C(fetch=false),
+    results of the planners C(site.yml) deploys with (M(llamarpc.cluster.gguf_shard_plan) with C(fetch=false),
     M(llamarpc.cluster.llama_cluster_plan)); it adds predictions of the load time and tokens/s and writes everything
     to O(dest).
   - A link's bandwidth is what O(links) says of the host, else O(link_mbit); its round trip is measured where a worker
@@ -29,7 +29,7 @@ attributes:
     details: Computes and returns the plan; O(dest) is not written.
 options:
   model:
-    description: The model summary (C(model) of M(llamarpc.cluster.gguf_shard_place) with C(fetch=false)).
+    description: The model summary (C(model) of M(llamarpc.cluster.gguf_shard_plan) with C(fetch=false)).
     type: dict
     required: true
   shards:
@@ -42,14 +42,14 @@ options:
     type: str
     required: true
   placement:
-    description: The shard placement (C(plan) of M(llamarpc.cluster.gguf_shard_place)); omitted when it was refused.
+    description: The shard placement (C(plan) of M(llamarpc.cluster.gguf_shard_plan)); omitted when it was refused.
     type: list
     elements: dict
   disk:
-    description: Per host C(usable), C(assigned) and C(left) bytes (C(hosts) of M(llamarpc.cluster.gguf_shard_place)).
+    description: Per host C(usable), C(assigned) and C(left) bytes (C(hosts) of M(llamarpc.cluster.gguf_shard_plan)).
     type: dict
   reports:
-    description: Per host what its model directory holds (C(reports) of M(llamarpc.cluster.gguf_shard_place)); shards
+    description: Per host what its model directory holds (C(reports) of M(llamarpc.cluster.gguf_shard_plan)); shards
       already complete there are not downloaded again.
     type: dict
     default: {}
@@ -62,7 +62,7 @@ options:
     elements: dict
     default: []
   header_reads:
-    description: How the GGUF headers were read (C(header_reads) of M(llamarpc.cluster.gguf_shard_place)).
+    description: How the GGUF headers were read (C(header_reads) of M(llamarpc.cluster.gguf_shard_plan)).
     type: list
     elements: dict
     default: []
@@ -108,7 +108,7 @@ options:
     type: bool
     default: true
 seealso:
-  - module: llamarpc.cluster.gguf_shard_place
+  - module: llamarpc.cluster.gguf_shard_plan
   - module: llamarpc.cluster.llama_cluster_plan
 """
 

@@ -1,7 +1,7 @@
 """A stand-in for the Hugging Face Hub on loopback: a public model repository, served the way huggingface_hub 2.x
 expects the real hub to serve it, and its files' bytes from a second origin the way the hub's CDN does.
 
-Test support, not a hub: it answers only what the collection uses (plugins/action/gguf_shard_place.py on the
+Test support, not a hub: it answers only what the collection uses (plugins/action/gguf_shard_plan.py on the
 controller, plugins/module_utils/_shard_fetch.py on the hosts), modelled on huggingface_hub's client code
 (hf_api.py ``list_repo_tree``, file_download.py ``get_hf_file_metadata`` and ``hf_hub_url``):
 

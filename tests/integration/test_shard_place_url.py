@@ -175,6 +175,83 @@ def urls_of(model, nginx):
     return [{"url": f"{nginx['base']}/{entry['name']}", "sha256": entry["sha256"]} for entry in model["files"]]
 
 
+PLAN_ONLY = (
+    "coordinator",
+    "candidates",
+    "hf_repo",
+    "hf_revision",
+    "hf_pattern",
+    "hf_endpoint",
+    "urls",
+    "files",
+    "reserve",
+    "tensor_caches",
+    "mount_root",
+    "mount_paths",
+    "link",
+    "fetch",
+)
+PLACE_ONLY = ("verify", "retries")
+OUTCOMES = ("fetched", "verified", "refetched", "actions")
+
+
+def steps(task):
+    """The old one-task form split into the three modules' tasks: every host reports and fetches its own shards
+    (the play's hosts are the candidates), or with ``candidates`` each host drives them by delegation (the role's
+    way)."""
+    plan = {key: value for key, value in task.items() if key not in PLACE_ONLY}
+    place = {key: value for key, value in task.items() if key not in PLAN_ONLY}
+    mine = "shard_plan.place[item]" if "candidates" in task else "shard_plan.place[inventory_hostname]"
+    place.update({key: f"{{{{ {mine}.{key} }}}}" for key in ("shards", "links", "drop")})
+    facts = {
+        "name": "Report the model directory",
+        "llamarpc.cluster.gguf_shard_facts": {"model_dir": task["model_dir"]},
+    }
+    plan_task = {"name": "Plan", "llamarpc.cluster.gguf_shard_plan": plan, "register": "shard_plan"}
+    place_task = {"name": "Fetch", "llamarpc.cluster.gguf_shard_place": place, "register": "placed"}
+    if "candidates" not in task:
+        # A failed run_once task fails every host, but the block's rescue runs on the first one only: every host
+        # takes the plan's failure to its own rescue.
+        plan_task.update({"run_once": True, "ignore_errors": True})
+        stop = {
+            "name": "Stop on the plan's failure",
+            "ansible.builtin.fail": {"msg": "{{ shard_plan.msg }}"},
+            "when": "shard_plan is failed",
+        }
+        return [facts, plan_task, stop, place_task]
+    coordinator = task.get("coordinator", "{{ inventory_hostname }}")
+    hosts = f"([{coordinator!r}] + {task['candidates']!r}) | unique | select('in', groups['all']) | list"
+    facts.update({"delegate_to": "{{ item }}", "delegate_facts": True, "loop": f"{{{{ {hosts} }}}}"})
+    place_task.update({"delegate_to": "{{ item }}", "loop": "{{ shard_plan.place | list }}"})
+    place_task["loop_control"] = {"break_when": "placed is failed"}
+    return [facts, plan_task, place_task]
+
+
+def combined(raw, task, host):
+    """One host's result in the shape of the old one-task form: the plan, and what was done on the host (or, with
+    ``candidates``, per candidate host in ``per_host``, the coordinator's outcome at the top)."""
+    if raw["failure"]:
+        return raw["failure"]
+    plan, placed = raw["plan"], raw["placed"]
+    if "candidates" not in task:
+        out = {**plan, **placed, "changed": bool(placed.get("changed"))}
+        diffs = [part for part in (plan.get("diff"), placed.get("diff")) if part]
+    else:
+        items = placed.get("results", [])
+        per_host = {item["item"]: {key: item.get(key, []) for key in OUTCOMES} for item in items}
+        for name, entry in per_host.items():
+            entry["assigned"] = [shard["name"] for shard in plan["place"][name]["shards"]]
+        mine = per_host.get(task.get("coordinator", host), {})
+        out = {**plan, **{key: mine.get(key, []) for key in OUTCOMES}, "per_host": per_host}
+        out["changed"] = any(item.get("changed") for item in items)
+        diffs = [plan.get("diff")] + [item.get("diff") for item in items]
+        diffs = [part for part in diffs if part]
+    out.pop("diff", None)
+    if diffs:
+        out["diff"] = diffs[0] if len(diffs) == 1 else diffs
+    return out
+
+
 def write_play(tmp_path, hosts, task):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
@@ -189,6 +266,7 @@ def write_play(tmp_path, hosts, task):
         encoding="utf-8",
     )
     play = tmp_path / "play.yml"
+    (tmp_path / "task.json").write_text(json.dumps(task), encoding="utf-8")
     play.write_text(
         yaml.safe_dump(
             [
@@ -199,14 +277,19 @@ def write_play(tmp_path, hosts, task):
                     "tasks": [
                         {
                             "name": "Place",
-                            "llamarpc.cluster.gguf_shard_place": task,
-                            "register": "placed",
-                            "ignore_errors": True,
+                            "block": steps(task),
+                            "rescue": [
+                                {
+                                    "name": "Keep the failure",
+                                    "ansible.builtin.set_fact": {"failure": "{{ ansible_failed_result }}"},
+                                }
+                            ],
                         },
                         {
                             "name": "Keep the result",
                             "ansible.builtin.copy": {
-                                "content": "{{ placed | to_json }}",
+                                "content": "{{ {'plan': shard_plan | default({}), 'placed': placed | default({}),"
+                                " 'failure': failure | default(None)} | to_json }}",
                                 "dest": f"{tmp_path}/result-{{{{ inventory_hostname }}}}.json",
                                 "mode": "0644",
                             },
@@ -242,7 +325,11 @@ def run_play(tmp_path, hosts, task, *extra, check=True):
     )
     if proc.returncode != 0:
         raise AssertionError(f"play failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
-    results = {name: json.loads((tmp_path / f"result-{name}.json").read_text(encoding="utf-8")) for name in hosts}
+    task = json.loads((tmp_path / "task.json").read_text(encoding="utf-8"))
+    results = {
+        name: combined(json.loads((tmp_path / f"result-{name}.json").read_text(encoding="utf-8")), task, name)
+        for name in hosts
+    }
     for path in tmp_path.glob("result-*.json"):
         path.unlink()
     failed = any(result.get("failed") for result in results.values())

@@ -1,13 +1,14 @@
-"""gguf_shard_place, controller side: the tensor_caches option and planning from the hosts' reports."""
+"""Shard placement, controller side (gguf_shard_plan): the tensor_caches option and planning from the hosts' reports."""
 
 from __future__ import annotations
 
 import hashlib
 
 import pytest
-from ansible.errors import AnsibleActionFail
 
-from ansible_collections.llamarpc.cluster.plugins.action import gguf_shard_place as action
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_plan_run as plan_run
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_source as source
+from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_plan import PlanError
 
 MB = 1000**2
 CACHE = "/var/cache/llamarpc/rpc-worker"
@@ -30,7 +31,7 @@ def request(caches):
         "coordinator": "node1",
         "mounts": {},
         "reserve": 512 * 1024,
-        "caches": action.tensor_caches(caches, ["node1", "node2", "node3"]),
+        "caches": plan_run.tensor_caches(caches, ["node1", "node2", "node3"]),
         "model_dir": MODEL_DIR,
     }
 
@@ -42,17 +43,17 @@ def test_caches_on_other_filesystems_keep_the_plan():
     """The molecule shards lab's shape: /data on its own disk, the cache elsewhere: nothing changes."""
     elsewhere = {"path": CACHE, "same_filesystem": False, "cached": 0}
     reports = {"node1": report(6 * MB), "node2": report(8 * MB, elsewhere), "node3": report(6 * MB, elsewhere)}
-    placement, planned = action.ActionModule._plan(SHARDS, reports, request(CAPS))
+    placement, planned = plan_run.place(SHARDS, reports, request(CAPS))
     plain = {name: report(rep["free"]) for name, rep in reports.items()}
-    assert (placement, planned) == action.ActionModule._plan(SHARDS, plain, request({}))
+    assert (placement, planned) == plan_run.place(SHARDS, plain, request({}))
     assert [shard["host"] for shard in placement] == ["node1", "node2", "node3"]
 
 
 def test_a_cache_on_the_model_filesystem_refuses_before_any_download():
     shared = {"path": CACHE, "same_filesystem": True, "cached": 0}
     reports = {"node1": report(6 * MB), "node2": report(8 * MB, shared), "node3": report(6 * MB, shared)}
-    with pytest.raises(AnsibleActionFail) as caught:
-        action.ActionModule._plan(SHARDS, reports, request(CAPS))
+    with pytest.raises(PlanError) as caught:
+        plan_run.place(SHARDS, reports, request(CAPS))
     message = str(caught.value)
     assert message.startswith("nothing was downloaded: ")
     assert f"tensor cache ({CACHE}, same filesystem as {MODEL_DIR})" in message
@@ -62,15 +63,15 @@ def test_the_cap_is_the_workers_and_the_cached_bytes_the_hosts():
     shared = {"path": CACHE, "same_filesystem": True, "cached": 1 * MB}
     reports = {"node1": report(6 * MB), "node2": report(20 * MB, shared), "node3": report(6 * MB)}
     small = {"node2": {"path": CACHE, "max_size": "4M"}}
-    _placement, planned = action.ActionModule._plan(SHARDS, reports, request(small))
+    _placement, planned = plan_run.place(SHARDS, reports, request(small))
     assert planned["hosts"]["node2"]["tensor_cache"] == 4 * 1024 * 1024 - 1 * MB
     # A host whose report has a cache the task no longer names (not a candidate's entry): not counted.
-    _placement, planned = action.ActionModule._plan(SHARDS, reports, request({}))
+    _placement, planned = plan_run.place(SHARDS, reports, request({}))
     assert "tensor_cache" not in planned["hosts"]["node2"]
 
 
 def test_tensor_caches_option():
-    caches = action.tensor_caches(
+    caches = plan_run.tensor_caches(
         {"node1": {}, "node2": {"path": CACHE + "/", "max_size": "1G"}, "node9": {"path": "/c", "max_size": 5}},
         ["node1", "node2"],
         known=["node1", "node2", "node9"],
@@ -90,8 +91,8 @@ def test_tensor_caches_option():
     ],
 )
 def test_bad_tensor_caches(given, message):
-    with pytest.raises(AnsibleActionFail, match=message):
-        action.tensor_caches(given, ["node1"], known=["node1"])
+    with pytest.raises(PlanError, match=message):
+        plan_run.tensor_caches(given, ["node1"], known=["node1"])
 
 
 @pytest.fixture(scope="module")
@@ -104,17 +105,15 @@ def tiny(tmp_path_factory):
 
 def plan_only(shards, reports, caches=None):
     """fetch=false on the controller: the action's own planner, no host touched (its reports are given)."""
-    plugin = action.ActionModule.__new__(action.ActionModule)
-    plugin._task = type("Task", (), {"diff": False})()  # noqa: SLF001 - what _summary reads of the task
-    args = {"model_dir": MODEL_DIR, "link": True, "timeout": 5, "validate_certs": True}
     planned = {**request(caches or {}), "mounts": {name: f"/mnt/llamarpc/{name}" for name in reports}}
-    return plugin._plan_only(args, "node1", shards, reports, planned, {})  # noqa: SLF001
+    planned["candidates"] = list(reports)
+    return plan_run.plan_only(shards, reports, planned, {}, timeout=5, validate_certs=True, link=True)
 
 
 def test_plan_only_plans_like_a_fetching_run_and_reads_the_model(tiny):
     reports = {"node1": report(8 * MB), "node2": report(20 * MB), "node3": report(6 * MB)}
     out = plan_only(tiny, reports)
-    placement, _planned = action.ActionModule._plan(tiny, reports, request({}))
+    placement, _planned = plan_run.place(tiny, reports, request({}))
     assert out["refusal"] is None and out["changed"] is False
     assert [(s["name"], s["host"]) for s in out["plan"]] == [(s["name"], s["host"]) for s in placement]
     assert out["model"]["n_layer"] == 8 and out["model"]["weight_bytes"] > 0
@@ -124,8 +123,8 @@ def test_plan_only_plans_like_a_fetching_run_and_reads_the_model(tiny):
 
 def test_plan_only_gives_the_refusal_a_fetching_run_fails_with(tiny):
     reports = {"node1": report(1 * MB), "node2": report(2 * MB), "node3": report(1 * MB)}
-    with pytest.raises(AnsibleActionFail) as caught:
-        action.ActionModule._plan(tiny, reports, request({}))
+    with pytest.raises(PlanError) as caught:
+        plan_run.place(tiny, reports, request({}))
     out = plan_only(tiny, reports)
     assert out["refusal"] == str(caught.value)
     assert out["refusal"].startswith("nothing was downloaded: the model does not fit")
@@ -135,5 +134,5 @@ def test_plan_only_gives_the_refusal_a_fetching_run_fails_with(tiny):
 def test_plan_only_does_not_hash_controller_files(tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF")
-    assert action.resolve_files([str(path)], digest=False)[0]["sha256"] is None
-    assert action.resolve_files([str(path)])[0]["sha256"] == hashlib.sha256(b"GGUF").hexdigest()
+    assert source.resolve_files([str(path)], digest=False)[0]["sha256"] is None
+    assert source.resolve_files([str(path)])[0]["sha256"] == hashlib.sha256(b"GGUF").hexdigest()

@@ -18,7 +18,8 @@ import threading
 import pytest
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
-from ansible_collections.llamarpc.cluster.plugins.modules import gguf_shard_place
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_place_run as place_run
+from ansible_collections.llamarpc.cluster.plugins.modules import gguf_shard_facts, gguf_shard_place
 
 DATA = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4 bytes
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -95,22 +96,26 @@ def shard(server, **more):
 def apply_args(tmp_path, shards, **more):
     return {
         "model_dir": str(tmp_path / "models"),
-        "_request": {"phase": "apply", "shards": shards},
+        "shards": shards,
         "retries": 1,
         **more,
     }
 
 
+def facts_of(outcome):
+    """The gguf_shard_dir fact a gguf_shard_facts run returned."""
+    return outcome.result["ansible_facts"]["gguf_shard_dir"]
+
+
 def test_stat_reports_free_space_and_files(run_module, tmp_path):
     (tmp_path / NAME).write_bytes(b"x" * 10)
     (tmp_path / "m-00002-of-00002.gguf.partial").write_bytes(b"y" * 5)
-    names = [NAME, "m-00002-of-00002.gguf"]
-    report = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "_request": {"names": names}}).result["report"]
+    report = facts_of(run_module(gguf_shard_facts, {"model_dir": str(tmp_path)}))
     assert report["complete"] == {NAME: 10}
     assert report["partial_bytes"] == 5
     assert report["free"] > 0
-    missing = run_module(gguf_shard_place, {"model_dir": str(tmp_path / "not/yet"), "_request": {"names": names}})
-    assert missing.result["report"]["exists"] is False and missing.result["report"]["free"] > 0
+    missing = facts_of(run_module(gguf_shard_facts, {"model_dir": str(tmp_path / "not/yet")}))
+    assert missing["exists"] is False and missing["free"] > 0
 
 
 def test_stat_reports_the_tensor_cache_on_the_model_filesystem(run_module, tmp_path):
@@ -118,15 +123,15 @@ def test_stat_reports_the_tensor_cache_on_the_model_filesystem(run_module, tmp_p
     rpc = tmp_path / "cache/rpc"
     rpc.mkdir(parents=True)
     (rpc / "0123456789abcdef").write_bytes(b"t" * 40)
-    args = {"model_dir": str(tmp_path / "models"), "_request": {"names": [NAME], "tensor_cache": str(rpc.parent)}}
-    report = run_module(gguf_shard_place, args).result["report"]
+    args = {"model_dir": str(tmp_path / "models"), "tensor_cache": str(rpc.parent)}
+    report = facts_of(run_module(gguf_shard_facts, args))
     assert report["tensor_cache"] == {"path": str(rpc.parent), "same_filesystem": True, "cached": 40}
-    plain = run_module(gguf_shard_place, {"model_dir": str(tmp_path / "models"), "_request": {"names": [NAME]}})
-    assert "tensor_cache" not in plain.result["report"]
+    plain = facts_of(run_module(gguf_shard_facts, {"model_dir": str(tmp_path / "models")}))
+    assert "tensor_cache" not in plain
 
 
 def test_relative_model_dir_is_refused(run_module):
-    outcome = run_module(gguf_shard_place, {"model_dir": "models", "_request": {"names": [NAME]}})
+    outcome = run_module(gguf_shard_facts, {"model_dir": "models"})
     assert outcome.failed and "absolute path" in outcome.result["msg"]
 
 
@@ -232,7 +237,7 @@ def no_room(monkeypatch):
     def full(path):
         return real(path)._replace(free=len(DATA) - 1)
 
-    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", full)
+    monkeypatch.setattr(place_run.shutil, "disk_usage", full)
 
 
 def test_a_corrupt_shard_is_repaired_in_its_own_inode_by_range(run_module, server, placed, no_room):
@@ -304,7 +309,7 @@ def test_an_unreachable_source_keeps_the_corrupt_shard_and_says_what_to_do(run_m
     args, path = placed
     damage(path, 4096)
     before, inode = path.read_bytes(), path.stat().st_ino
-    dead = {**args["_request"]["shards"][0], "url": f"http://127.0.0.1:{closed_port()}/{NAME}"}
+    dead = {**args["shards"][0], "url": f"http://127.0.0.1:{closed_port()}/{NAME}"}
     outcome = run_module(gguf_shard_place, apply_args(tmp_path, [dead], retries=0))
     assert outcome.failed
     message = outcome.result["msg"]
@@ -345,7 +350,7 @@ def test_a_corrupt_shard_of_the_wrong_size_without_room_changes_nothing(run_modu
     path.chmod(0o644)
     path.write_bytes(b"z" * 100)
     full = shutil.disk_usage(path.parent)._replace(free=50)
-    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
+    monkeypatch.setattr(place_run.shutil, "disk_usage", lambda _: full)
     server.state["requests"].clear()
     outcome = run_module(gguf_shard_place, args)
     assert (
@@ -362,7 +367,7 @@ def test_a_corrupt_shard_of_the_wrong_size_grows_in_place_when_only_that_fits(ru
     path.write_bytes(DATA[:1000])
     inode = path.stat().st_ino
     full = shutil.disk_usage(path.parent)._replace(free=len(DATA) - 500)
-    monkeypatch.setattr(gguf_shard_place.shutil, "disk_usage", lambda _: full)
+    monkeypatch.setattr(place_run.shutil, "disk_usage", lambda _: full)
     outcome = run_module(gguf_shard_place, args)
     assert outcome.result["actions"] == [f"repair {NAME} in place"]
     assert path.read_bytes() == DATA and path.stat().st_ino == inode
@@ -393,7 +398,7 @@ def test_deleted_files_held_open_are_named_in_the_message(tmp_path):
     with open(victim, "rb"):
         victim.unlink()
         held = sf.deleted_but_open(str(tmp_path))
-        hint = gguf_shard_place._room_hint(str(tmp_path))
+        hint = place_run.room_hint(str(tmp_path))
     assert held == [{"pid": os.getpid(), "command": held[0]["command"], "path": str(victim), "size": 5000}]
     assert str(victim) in hint and f"pid {os.getpid()}" in hint and "Restart" in hint
     assert sf.deleted_but_open(str(tmp_path)) == []
@@ -405,11 +410,8 @@ def test_links_and_stale_partials(run_module, tmp_path):
     (models / "m-00002-of-00002.gguf.partial").write_bytes(b"p")
     args = {
         "model_dir": str(models),
-        "_request": {
-            "phase": "apply",
-            "links": {"m-00002-of-00002.gguf": "/mnt/llamarpc/b/m-00002-of-00002.gguf"},
-            "drop": ["m-00002-of-00002.gguf"],
-        },
+        "links": {"m-00002-of-00002.gguf": "/mnt/llamarpc/b/m-00002-of-00002.gguf"},
+        "drop": ["m-00002-of-00002.gguf"],
     }
     checked = run_module(gguf_shard_place, args, check_mode=True)
     assert checked.result["changed"] and (models / "m-00002-of-00002.gguf.partial").exists()
@@ -422,9 +424,7 @@ def test_links_and_stale_partials(run_module, tmp_path):
 
 def test_refuses_to_replace_a_file_with_a_link(run_module, tmp_path):
     (tmp_path / NAME).write_bytes(b"data")
-    outcome = run_module(
-        gguf_shard_place, {"model_dir": str(tmp_path), "_request": {"phase": "apply", "links": {NAME: "/x"}}}
-    )
+    outcome = run_module(gguf_shard_place, {"model_dir": str(tmp_path), "links": {NAME: "/x"}})
     assert outcome.failed and "is not a symlink" in outcome.result["msg"]
     assert (tmp_path / NAME).read_bytes() == b"data"
 
@@ -467,6 +467,20 @@ def test_token_stays_with_its_origin_across_a_redirect(server, hub, tmp_path):
     assert server.state["requests"] == ["bytes=10-"]
 
 
+def test_the_hub_token_goes_only_with_the_hubs_shards(run_module, server, tmp_path):
+    """hf_token is sent with a shard marked hub, never with a plain URL's (a token the controller found must not leak
+    to another origin)."""
+    plain = {**apply_args(tmp_path, [shard(server)]), "hf_token": "hf_secret"}
+    assert not run_module(gguf_shard_place, plain).failed
+    assert server.state["auth"] == [None]
+    server.state["auth"].clear()
+    (tmp_path / "models" / NAME).chmod(0o644)
+    (tmp_path / "models" / NAME).unlink()
+    hub_shard = {**apply_args(tmp_path, [shard(server, hub=True)]), "hf_token": "hf_secret"}
+    assert not run_module(gguf_shard_place, hub_shard).failed
+    assert server.state["auth"] == ["Bearer hf_secret"]
+
+
 USER = (54321, 54322)  # a uid and gid nobody has: the test runs as root (the module does, on the hosts)
 
 
@@ -479,7 +493,8 @@ def test_a_model_directory_in_a_users_home_keeps_the_users_files(run_module, ser
     args = {
         **apply_args(tmp_path, [shard(server)]),
         "model_dir": str(models),
-        "_request": {"phase": "apply", "shards": [shard(server)], "links": {"m-00002.gguf": "/mnt/x/m-00002.gguf"}},
+        "shards": [shard(server)],
+        "links": {"m-00002.gguf": "/mnt/x/m-00002.gguf"},
     }
     assert run_module(gguf_shard_place, args).result["changed"]
     # The directory made in pool's tree is pool's; so is every file and link in it, never root's.
