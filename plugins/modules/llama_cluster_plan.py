@@ -289,7 +289,16 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_head
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 
 # What the planner reads of a model summary (_cluster_plan.summarize).
-MODEL_KEYS = ("n_layer", "n_head_kv", "head_k", "head_v", "layer_bytes", "output_bytes", "embedding_bytes")
+MODEL_KEYS = (
+    "n_layer",
+    "n_head_kv",
+    "head_k",
+    "head_v",
+    "layer_bytes",
+    "output_bytes",
+    "embedding_bytes",
+    "weight_bytes",
+)
 
 
 def _size(module, name):
@@ -310,8 +319,8 @@ def explain(result, workers, coordinator=None):
     usable = [w for w in workers if w.get("state", "ready") == "ready"]
     if result.get("local"):
         return (
-            f"local: the whole model fits on {coordinator or 'the coordinator'} with its headroom, so llama-server serves "
-            f"it there with no RPC worker and no network crossing per token (fit first; {len(usable)} usable "
+            f"local: the whole model fits on {coordinator or 'the coordinator'} with its headroom, so llama-server "
+            f"serves it there with no RPC worker and no network crossing per token (fit first; {len(usable)} usable "
             "worker(s) stay idle)"
         )
     chosen = {row["name"] for row in result["workers"]}
