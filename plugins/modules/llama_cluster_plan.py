@@ -166,9 +166,9 @@ options:
     default: true
   coordinator_memory:
     description:
-      - The coordinator host's memory figures (the C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts):
-        C(available), optionally C(total)) for O(fit_first) when the coordinator is not one of the workers. Rounded
-        like the workers' figures.
+      - The coordinator host's memory figures for O(fit_first) when the coordinator is not one of the workers - the
+        C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts), C(available) and optionally C(total).
+        Rounded like the workers' figures.
     type: dict
   keep_plan_file:
     description:
@@ -206,7 +206,7 @@ plan:
   type: dict
   contains:
     local:
-      description: The model is served on the coordinator alone (fit first): no worker, C(rpc) and C(tensor_split)
+      description: The model is served on the coordinator alone (fit first) - no worker, C(rpc) and C(tensor_split)
         empty, C(devices) V(none).
       type: bool
     rpc:
