@@ -26,6 +26,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     wait_healthy,
     write_chart,
 )
+from ansible_collections.llamarpc.cluster.plugins.module_utils._cluster_plan import LOCAL_ARGS
 from ansible_collections.llamarpc.cluster.plugins.module_utils._gguf_header import SPLIT_NAME, GGUFError, read_model
 from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import profile, reference_profile
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import effective_bandwidth, predict
@@ -46,8 +47,8 @@ def server_argv(p, rpc):
         argv += ["--n-gpu-layers", "all", "--fit", "off"]
         if p["tensor_split"]:
             argv += ["--tensor-split", ",".join(f"{x:g}" for x in p["tensor_split"])]
-    else:
-        argv += ["--device", "none", "--n-gpu-layers", "0"]
+    else:  # the single process: what a local plan (fit first) runs too
+        argv += list(LOCAL_ARGS)
     return argv + list(p["extra_args"])
 
 

@@ -28,7 +28,12 @@ Fit first (strategy ``fewest``): when the coordinator's own memory is known (it 
 gives its MemAvailable) and the whole model - every weight, the KV cache and a compute buffer - fits there with the
 headroom, the plan is local (``local``: true, no worker, empty ``rpc``): llama-server computes on its own CPU, with no
 RPC hop at all. A model that fits was measured 23.5% slower through one loopback worker (issue #22), 29.5% split in two
-over 2.5 GbE (bc250, 8B).
+over 2.5 GbE (bc250, 8B). The module ``llama_cluster_plan`` and the llama_coordinator role plan fit first by default.
+
+What llama-server is given for a plan is ``args`` (``plan_args``): ``--rpc``, ``--device``, ``--tensor-split`` and
+``--n-gpu-layers all`` for workers; ``--device none --n-gpu-layers 0`` (the CPU only, no RPC) for a local plan. The
+role's env file and the supervisor's override both write it as ``LLAMARPC_PLAN_ARGS``, which the unit expands
+unbraced (systemd splits it into words).
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ CACHE_TYPE_BYTES = {
 }
 
 STRATEGIES = ("fewest", "all")
+
+#: llama-server's arguments for a local plan: the CPU only, no RPC device, no layer offloaded (what the benchmark's
+#: ``single`` configuration runs too).
+LOCAL_ARGS = ("--device", "none", "--n-gpu-layers", "0")
 
 
 class PlanError(Exception):
@@ -318,6 +327,22 @@ def worker_capacity(worker, headroom, coordinator=None, coordinator_bytes=0):
     return capacity
 
 
+def plan_args(rpc, devices, tensor_split):
+    """llama-server's plan-dependent arguments as one line of words (no quoting needed: endpoints, device names and
+    numbers): the workers' ``--rpc``, ``--device``, ``--tensor-split`` and ``--n-gpu-layers all``, or, without
+    workers (a local plan), ``LOCAL_ARGS``."""
+    if not rpc:
+        return " ".join(LOCAL_ARGS)
+    return f"--rpc {rpc} --device {devices} --tensor-split {tensor_split} --n-gpu-layers all"
+
+
+def describe(plan):
+    """One line for a person: where the plan serves the model."""
+    if not plan.get("rpc"):
+        return "local: llama-server computes the whole model on the coordinator's CPU, no RPC worker (fit first)"
+    return f"--rpc {plan['rpc']} --tensor-split {plan['tensor_split']}"
+
+
 def local_need(summary, kv_layer, overhead):
     """Bytes llama-server needs to serve the whole model on its own host: every weight (tied embeddings counted twice,
     as ``summarize`` counts them: a little too much, never too little), the KV cache of every layer, one compute
@@ -365,6 +390,7 @@ def _local_plan(summary, kv_layer, ctx_size, parallel, strategy, coordinator, av
         "rpc": "",
         "devices": "none",
         "tensor_split": "",
+        "args": plan_args("", "none", ""),
         "table": table([row]),
     }
 
@@ -393,7 +419,7 @@ def plan(
     never restarts llama-server, while a worker that left or came back, or one that no longer fits, does.
 
     ``fit_first`` (strategy ``fewest`` only): a local plan when the model fits on the coordinator (see the module
-    docstring). Off by default until llama_coordinator's unit and supervisor run a local plan (no --rpc).
+    docstring). Off unless asked here; the module llama_cluster_plan asks by default.
     ``coordinator_available``: the coordinator host's MemAvailable when no worker shares its host."""
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -446,6 +472,9 @@ def plan(
             total = sum(row["bytes"] for row in rows)
             for row, slots_of_row in zip(rows, split, strict=True):
                 row["share"] = slots_of_row / sum(split)
+            rpc = ",".join(row["endpoint"] for row in rows)
+            devices = ",".join(f"RPC{index}" for index in range(len(rows)))
+            tensor_split = ",".join(str(count) for count in split)
             return {
                 "strategy": strategy,
                 "ctx_size": ctx_size,
@@ -457,9 +486,10 @@ def plan(
                 "excluded": excluded,
                 "kept": bool(kept),
                 "local": False,
-                "rpc": ",".join(row["endpoint"] for row in rows),
-                "devices": ",".join(f"RPC{index}" for index in range(len(rows))),
-                "tensor_split": ",".join(str(count) for count in split),
+                "rpc": rpc,
+                "devices": devices,
+                "tensor_split": tensor_split,
+                "args": plan_args(rpc, devices, tensor_split),
                 "table": table(rows),
             }
     capacity = sum(worker["capacity"] for worker in usable)

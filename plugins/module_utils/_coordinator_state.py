@@ -20,7 +20,7 @@ RPC_VARIABLE = "LLAMARPC_RPC"
 
 #: Keys of the plan record compared only in part: the workers by endpoint, the plan by what llama-server is given.
 PARTLY_COMPARED = ("workers", "plan")
-PLAN_ARGS = ("rpc", "devices", "tensor_split")
+PLAN_ARGS = ("rpc", "devices", "tensor_split", "args")
 
 
 def _decoded(entry):
@@ -102,7 +102,8 @@ def read_record(text):
 
 def deploy_needed(old, new):
     """Whether the record ``new`` must replace ``old``: when anything but the workers' memory figures differs (memory
-    moves between runs; the plan it gives, --rpc/-dev/--tensor-split, is compared), so that a rerun stays a no-op."""
+    moves between runs; the plan it gives llama-server, --rpc/-dev/--tensor-split and its arguments, is compared), so
+    that a rerun stays a no-op."""
     if not old:
         return True
 

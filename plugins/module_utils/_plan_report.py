@@ -188,10 +188,15 @@ def text(doc):
     if memory is None:
         lines.append("Memory plan: none (see the refusal)")
     else:
+        where = (
+            f"local: the whole model fits on {doc['coordinator']} with its headroom, so llama-server serves it there "
+            f"with no RPC worker (fit first; {human_bytes(memory['coordinator_bytes'])})"
+            if memory.get("local")
+            else f"llama-server keeps {human_bytes(memory['coordinator_bytes'])} on {doc['coordinator']}"
+        )
         lines.append(
             f"Memory plan ({memory['strategy']}, ctx_size {memory['ctx_size']} x parallel {memory['parallel']}, "
-            f"KV cache {human_bytes(memory['kv_bytes_per_layer'])} per layer; llama-server keeps "
-            f"{human_bytes(memory['coordinator_bytes'])} on {doc['coordinator']}):"
+            f"KV cache {human_bytes(memory['kv_bytes_per_layer'])} per layer; {where}):"
         )
         lines.extend(f"  {line}" for line in memory["table"])
         lines.extend(f"  left out: {entry['name']}: {entry['reason']}" for entry in memory.get("excluded", []))

@@ -21,6 +21,9 @@ description:
   - A worker's memory is the host's C(MemAvailable) (or its cgroup's remaining memory if smaller) minus O(headroom)
     and O(worker_overhead), never the RPC figure (CPU workers report free == total); the worker on the coordinator's
     host also leaves room for llama-server.
+  - Fit first (O(fit_first), strategy V(fewest)) - when the whole model (weights, KV cache, one compute buffer) fits on
+    the coordinator's host with O(headroom), the plan is local - no worker, RV(plan.rpc) empty, llama-server computes
+    on its own CPU with no RPC hop; workers only when it must, the fewest that fit.
   - Fails with what is missing when the model cannot fit. Changes nothing.
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -154,6 +157,19 @@ options:
     type: str
     default: fewest
     choices: [fewest, all]
+  fit_first:
+    description:
+      - With O(strategy=fewest), serve the model on the coordinator alone (a local plan, no RPC worker) when it fits
+        there with O(headroom). The coordinator's memory is the figure of the worker named O(coordinator) (same host),
+        else O(coordinator_memory); without either the plan uses workers.
+    type: bool
+    default: true
+  coordinator_memory:
+    description:
+      - The coordinator host's memory figures for O(fit_first) when the coordinator is not one of the workers - the
+        C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts), C(available) and optionally C(total).
+        Rounded like the workers' figures.
+    type: dict
   keep_plan_file:
     description:
       - The deployed plan (JSON with a C(plan) holding C(rpc) and C(tensor_split), as the llama_coordinator role
@@ -189,10 +205,19 @@ plan:
   returned: success
   type: dict
   contains:
+    local:
+      description: The model is served on the coordinator alone (fit first) - no worker, C(rpc) and C(tensor_split)
+        empty, C(devices) V(none).
+      type: bool
     rpc:
-      description: The C(--rpc) value, the chosen workers in order.
+      description: The C(--rpc) value, the chosen workers in order (empty for a local plan).
       type: str
       sample: 10.213.0.11:50052,10.213.0.12:50052
+    args:
+      description: llama-server's plan arguments as one line of words (C(--rpc), C(--device), C(--tensor-split),
+        C(--n-gpu-layers); C(--device none --n-gpu-layers 0) for a local plan).
+      type: str
+      sample: --rpc 10.213.0.11:50052 --device RPC0 --tensor-split 17 --n-gpu-layers all
     devices:
       description: The C(-dev) value (the RPC devices, in C(--rpc) order).
       type: str
@@ -264,7 +289,16 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_head
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
 
 # What the planner reads of a model summary (_cluster_plan.summarize).
-MODEL_KEYS = ("n_layer", "n_head_kv", "head_k", "head_v", "layer_bytes", "output_bytes", "embedding_bytes")
+MODEL_KEYS = (
+    "n_layer",
+    "n_head_kv",
+    "head_k",
+    "head_v",
+    "layer_bytes",
+    "output_bytes",
+    "embedding_bytes",
+    "weight_bytes",
+)
 
 
 def _size(module, name):
@@ -277,12 +311,18 @@ def _size(module, name):
     return value
 
 
-def explain(result, workers):
+def explain(result, workers, coordinator=None):
     """Why this many workers, in the performance model's terms: in the layer split every generated token crosses
     the network LAYER_ROUND_TRIPS times per worker, so fewer workers mean fewer round trips. With measured round
     trips (a worker's ``rtt_ms``, from rpc_endpoint_facts' connect time) the network time per token is given too.
     Kept out of the plan itself: round-trip times vary from run to run, the plan must not."""
     usable = [w for w in workers if w.get("state", "ready") == "ready"]
+    if result.get("local"):
+        return (
+            f"local: the whole model fits on {coordinator or 'the coordinator'} with its headroom, so llama-server "
+            f"serves it there with no RPC worker and no network crossing per token (fit first; {len(usable)} usable "
+            "worker(s) stay idle)"
+        )
     chosen = {row["name"] for row in result["workers"]}
     rtts = {w["name"]: float(w["rtt_ms"]) / 1000 for w in usable if w.get("rtt_ms") is not None}
 
@@ -305,6 +345,14 @@ def explain(result, workers):
         if every is not None and len(chosen) < len(usable):
             text += f" ({every * 1000:.1f} ms with all)"
     return text
+
+
+def _coordinator_available(figures):
+    """The coordinator's ``available`` bytes, rounded as the workers' are (None when not given)."""
+    if not figures or figures.get("available") is None:
+        return None
+    entry = {"mem_available": int(figures["available"]), "mem_total": int(figures.get("total") or 0)}
+    return planner.round_memory([entry])[0]["mem_available"]
 
 
 def _plan_in_force(path):
@@ -339,6 +387,8 @@ ARGUMENT_SPEC = {
     "headroom": {"type": "str", "default": "512M"},
     "worker_overhead": {"type": "str", "default": "128M"},
     "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
+    "fit_first": {"type": "bool", "default": True},
+    "coordinator_memory": {"type": "dict"},
     "keep_plan_file": {"type": "path"},
     "deployment": {
         "type": "dict",
@@ -385,6 +435,7 @@ def _record(params, summary, workers, result, headroom, overhead):
         "overhead": overhead,
         "strategy": params["strategy"],
         "coordinator": params["coordinator"],
+        "fit_first": params["fit_first"],
     }
     doc = state.record(params["deployment"], summary, workers, options, result)
     return {"record": doc, "deploy_needed": state.deploy_needed(state.read_record(params["deployed"]), doc)}
@@ -428,6 +479,8 @@ def main():
             strategy=params["strategy"],
             coordinator=params["coordinator"],
             keep=_plan_in_force(params["keep_plan_file"]),
+            fit_first=params["fit_first"],
+            coordinator_available=_coordinator_available(params["coordinator_memory"]),
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
         module.fail_json(msg=str(exc), **gathered)
@@ -436,7 +489,7 @@ def main():
         plan=result,
         model=summary,
         workers=workers,
-        explanation=explain(result, workers),
+        explanation=explain(result, workers, params["coordinator"]),
         **gathered,
         **_record(params, summary, workers, result, headroom, overhead),
     )

@@ -1,6 +1,9 @@
 """Plan before deploy: plan.yml ran on the fresh hosts at prepare; here site.yml deploys, and what it deployed is what
 plan.yml predicted. A model far too big is refused by plan.yml before any byte of a shard leaves the server.
 
+Those two plan with fit first off (the memory plan over workers: node3). With the defaults, fit first, the tiny model
+fits on node1 and is served there alone: the last test plans, deploys and serves it with no RPC worker.
+
 Runs after test_lab.py (file order), whose tests need the hosts as bare as converge left them: site.yml installs more.
 """
 
@@ -13,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from labtest import BIN, INVENTORY, REPO, ansible_env, lab
+from labtest import BIN, INVENTORY, REPO, address, ansible_env, http_command, lab
 from labtest import recap as play_recap
 
 WORK = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "plan"
@@ -67,7 +70,9 @@ def test_the_plan_shows_shards_memory_load_time_and_speed(predicted):
 
 
 def test_site_deploys_the_predicted_plan(predicted):
-    rc, output = playbook("site.yml", "-e", f"@{WORK / 'tiny.yml'}", log="site.log")
+    rc, output = playbook(
+        "site.yml", "-e", f"@{WORK / 'tiny.yml'}", "-e", "llama_coordinator_fit_first=false", log="site.log"
+    )
     assert rc == 0, output[-4000:]
     deployed = json.loads(lab("node1").file(DEPLOYED).content_string)
     memory = predicted["memory"]
@@ -125,3 +130,57 @@ def test_a_model_too_big_is_refused_before_any_byte_of_a_shard():
     for host in HOSTS:
         listing = lab(host).run(f"ls -a {MODEL_DIR}").stdout
         assert "llamarpc-huge" not in listing, (host, listing)
+
+
+SUPERVISOR = "/usr/local/lib/llamarpc/coordinator/llamarpc_supervisor.py"
+
+
+def test_a_model_that_fits_on_the_coordinator_is_served_there_with_no_rpc_worker():
+    """Fit first, the default (issue #22 item 5): plan.yml says "local", site.yml deploys that plan (llama-server
+    restarted from the distributed plan above), and llama-server runs without --rpc, answers, and holds no connection
+    to any RPC worker."""
+    rc, output = playbook(
+        "plan.yml",
+        "-e",
+        f"@{WORK / 'tiny.yml'}",
+        "-e",
+        f"llamarpc_plan_path={WORK / 'local.json'}",
+        log="plan-local.log",
+    )
+    assert rc == 0, output[-3000:]
+    memory = json.loads((WORK / "local.json").read_text(encoding="utf-8"))["memory"]
+    assert memory["local"] is True and memory["workers"] == [], memory
+    assert "local: the whole model fits on node1 with its headroom" in output, output[-3000:]
+
+    rc, output = playbook("site.yml", "-e", f"@{WORK / 'tiny.yml'}", log="site-local.log")
+    assert rc == 0, output[-4000:]
+    node1 = lab("node1")
+    deployed = json.loads(node1.file(DEPLOYED).content_string)
+    assert {key: deployed["plan"][key] for key in (*PLAN_KEYS, "local")} == {
+        key: memory[key] for key in (*PLAN_KEYS, "local")
+    }
+    assert deployed["plan"]["rpc"] == "" and deployed["plan"]["args"] == "--device none --n-gpu-layers 0"
+
+    # The process systemd started: its argv as the kernel holds it (NUL-separated), no --rpc and no empty word.
+    pid = node1.check_output("systemctl show -p MainPID --value llamarpc-server.service")
+    argv = node1.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
+    assert "--rpc" not in argv and "" not in argv, argv
+    assert argv[argv.index("--device") + 1] == "none", argv
+
+    body = json.dumps({"prompt": "Six small machines, one model:", "max_tokens": 8, "temperature": 0})
+    answer = json.loads(node1.check_output(http_command(f"http://{address('node1')}:8080/v1/completions", body)))
+    assert answer["usage"]["completion_tokens"] > 0, answer
+
+    # No RPC connection: none from llama-server's process, none established on any worker's port.
+    held = node1.check_output(f"ss -tnpH state established | grep 'pid={pid},' || true")
+    assert held == "", held
+    for name in HOSTS:
+        sessions = lab(name).check_output("ss -tnH state established '( sport = :50052 )'")
+        assert sessions == "", (name, sessions)
+
+    # The supervisor: nothing to wait for or re-plan, and its status says local in words.
+    node1.check_output("systemctl start llamarpc-server-supervisor.service")
+    record = json.loads(node1.file("/run/llamarpc/coordinator/supervisor.json").content_string)
+    assert record["verdict"] == "local", record
+    status = json.loads(node1.check_output(f"python3 {SUPERVISOR} status"))
+    assert status["verdict"] == "ok" and status["message"].startswith("serving locally"), status

@@ -5,12 +5,14 @@
 """The coordinator's supervisor (installed by the llamarpc.cluster.llama_coordinator role).
 
 ``wait``  (ExecStartPre of llama-server): block until every RPC worker in $LLAMARPC_RPC answers HELLO, so
-          llama-server never starts against a missing worker (it would abort and loop).
+          llama-server never starts against a missing worker (it would abort and loop). A local plan (fit first:
+          $LLAMARPC_RPC empty) has nothing to wait for: it returns at once, successfully.
 ``check`` (a timer): find which workers are down; when a worker of the plan in force has been down longer than
           ``replan_after`` seconds, plan again without it (the collection's own planner, the same file the
           llama_cluster_plan module uses) and, if the model still fits, restart llama-server on the new plan
           through a runtime override; when every worker of the deployed plan is back, drop the override.  If the
-          model no longer fits, leave things as they are and say why in the state file.
+          model no longer fits, leave things as they are and say why in the state file.  On a deployed local plan
+          (no worker, no override) there is nothing to re-plan: it records that and returns at once.
 ``status``: observe the cluster now, read-only (nothing restarted or written), and print it with the last check.
 
 Files: the deployed plan (``plan.json``, written by the role), the runtime override (an EnvironmentFile under
@@ -36,6 +38,7 @@ rpc = importlib.import_module("_rpc_protocol")
 planner = importlib.import_module("_cluster_plan")
 
 UP_STATES = ("ready", "busy")
+LOCAL = "serving locally: the model fits on the coordinator, llama-server computes it with no RPC worker (fit first)"
 
 
 def probe_all(endpoints, timeout):
@@ -84,11 +87,16 @@ def listening(url, timeout=5.0):
         return False
 
 
+def endpoints_of(rpc):
+    """The endpoints of an ``--rpc`` list (empty for a local plan)."""
+    return [item for item in (rpc or "").split(",") if item]
+
+
 def cmd_wait(args):
-    endpoints = [item for item in os.environ.get("LLAMARPC_RPC", "").split(",") if item]
+    endpoints = endpoints_of(os.environ.get("LLAMARPC_RPC", ""))
     if not endpoints:
-        print("no RPC workers in LLAMARPC_RPC", file=sys.stderr)
-        return 2
+        print("local plan (LLAMARPC_RPC is empty): no RPC worker to wait for", flush=True)
+        return 0
     deadline = time.monotonic() + args.timeout
     last = None
     while True:
@@ -124,9 +132,10 @@ def write_atomic(path, text):
 
 
 def env_text(plan):
+    """The override env file: the same variables as the role's cluster.env (the unit expands LLAMARPC_PLAN_ARGS)."""
     return (
         "# Written by llamarpc_supervisor: the plan without the workers that stayed down.\n"
-        f"LLAMARPC_RPC={plan['rpc']}\nLLAMARPC_DEVICES={plan['devices']}\nLLAMARPC_TENSOR_SPLIT={plan['tensor_split']}\n"
+        f"LLAMARPC_RPC={plan['rpc']}\nLLAMARPC_PLAN_ARGS={plan['args']}\n"
     )
 
 
@@ -144,6 +153,7 @@ def replan(config, down):
         overhead=options["overhead"],
         strategy=options["strategy"],
         coordinator=options.get("coordinator"),
+        fit_first=bool(options.get("fit_first", False)),
     )
 
 
@@ -157,7 +167,7 @@ def observe(config, args, recorded, now):
     names = {worker["endpoint"]: worker["name"] for worker in config["workers"]}
     override = os.path.exists(args.override)
     in_force = read_json(args.plan_in_force, None) if override else None
-    current = (in_force or config["plan"])["rpc"].split(",")
+    current = endpoints_of((in_force or config["plan"])["rpc"])
     # A worker serves one client at a time: while llama-server runs and holds its connection to a worker of the plan
     # in force, that worker is busy serving it (a probe could only time out in its backlog). Every other worker is
     # probed, including one of the plan whose connection is gone (it died, even if llama-server has not noticed).
@@ -180,7 +190,7 @@ def observe(config, args, recorded, now):
         "states": states,
         "down_since": down_since,
         "current_names": [names.get(endpoint, endpoint) for endpoint in current],
-        "deployed_names": [names.get(endpoint, endpoint) for endpoint in config["plan"]["rpc"].split(",")],
+        "deployed_names": [names.get(endpoint, endpoint) for endpoint in endpoints_of(config["plan"]["rpc"])],
     }
 
 
@@ -208,12 +218,31 @@ def state_record(seen, now, verdict, message):
     }
 
 
+def check_local(args, now):
+    """The deployed plan is local and no re-plan is in force: no worker to probe, nothing to re-plan or restore."""
+    message = "local plan: no RPC worker to watch, nothing to re-plan"
+    record = {
+        "checked_at": now,
+        "verdict": "local",
+        "message": message,
+        "down_since": {},
+        "serving": None,
+        "workers": {},
+        "override": False,
+    }
+    write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))
+    print(f"local: {message}")
+    return 0
+
+
 def cmd_check(args):
     config = read_json(args.plan)
     if config is None:
         print(f"no deployed plan at {args.plan}", file=sys.stderr)
         return 2
     now = time.time()
+    if not endpoints_of(config["plan"]["rpc"]) and not os.path.exists(args.override):
+        return check_local(args, now)
     seen = observe(config, args, read_json(args.state, {"down_since": {}}), now)
     names, states, down_since = seen["names"], seen["states"], seen["down_since"]
     override, current, serving, connected = seen["override"], seen["current"], seen["serving"], seen["connected"]
@@ -231,9 +260,7 @@ def cmd_check(args):
             write_atomic(args.plan_in_force, json.dumps(new))
             restart(config["service"])
             verdict = "replanned"
-            message = (
-                f"re-planned without {', '.join(long_down)}: --rpc {new['rpc']} --tensor-split {new['tensor_split']}"
-            )
+            message = f"re-planned without {', '.join(long_down)}: {planner.describe(new)}"
     elif override and not any(name in down_since for name in seen["deployed_names"]):
         os.unlink(args.override)
         if os.path.exists(args.plan_in_force):
@@ -268,6 +295,9 @@ def cmd_status(args):
     seen = observe(config, args, recorded or {}, now)
     if not seen["serving"]:
         verdict, message = "down", f"llama-server does not answer {config['url']}/health"
+    elif not seen["current"]:
+        # A local plan: workers that are down serve nothing now (they are listed, and count when a plan needs them).
+        verdict, message = "ok", LOCAL
     elif seen["down_since"]:
         verdict, message = "degraded", describe_down(seen["down_since"], now)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def test_established_peers_parses_ipv4_and_mapped_ipv6(tmp_path):
     assert supervisor.established_peers((str(tcp), str(tcp6))) == {"10.213.0.12:50116", "10.213.0.14:50004"}
 
 
-def config(tmp_path, replan_after=20):
+def config(tmp_path, replan_after=20, **changes):
+    """The deployed plan record (plan.json): three workers, all in the plan; ``changes`` replace top-level keys."""
     workers = [{"name": f"n{i}", "endpoint": f"10.0.0.{i}:50052", "mem_available": 4 * GIB} for i in (1, 2, 3)]
     summary = {
         "n_layer": 8,
@@ -46,6 +48,7 @@ def config(tmp_path, replan_after=20):
         "layer_bytes": [100 << 20] * 8,
         "output_bytes": 10 << 20,
         "embedding_bytes": 10 << 20,
+        "weight_bytes": (8 * 100 + 10 + 10) << 20,
     }
     data = {
         "service": "llamarpc-server",
@@ -65,6 +68,7 @@ def config(tmp_path, replan_after=20):
         "plan": {"rpc": ",".join(w["endpoint"] for w in workers), "devices": "RPC0,RPC1,RPC2", "tensor_split": "3,3,3"},
         "replan_after": replan_after,
     }
+    data.update(changes)
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(data))
     return path
@@ -120,7 +124,11 @@ def test_a_worker_down_past_the_limit_is_planned_around_then_taken_back(world):
     world["now"] += 25
     record = world["check"]()
     assert record["verdict"] == "replanned" and "n3" in record["message"]
-    assert "LLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n" in world["override"].read_text()
+    override = world["override"].read_text()
+    assert "LLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n" in override
+    # What the unit expands unbraced into llama-server's arguments: the re-plan's workers, devices and split.
+    args = "--rpc 10.0.0.1:50052,10.0.0.2:50052 --device RPC0,RPC1 --tensor-split 5,4 --n-gpu-layers all"
+    assert f"LLAMARPC_PLAN_ARGS={args}\n" in override
     assert world["restarts"] == 1
     # While the worker stays down, the verdict keeps saying what the cluster runs on (status.yml shows it).
     world["now"] += 5
@@ -183,3 +191,95 @@ def test_status_gives_how_long_a_worker_has_been_down_and_a_silent_server(world)
     report = world["status"]()
     assert report["verdict"] == "down" and "does not answer http://10.0.0.1:8080/health" in report["message"]
     assert world["restarts"] == 0
+
+
+# A local plan (fit first): no worker in the plan, so nothing to wait for and nothing to re-plan (issue #22 item 5).
+
+LOCAL_PLAN = {"rpc": "", "devices": "none", "tensor_split": "", "local": True, "args": "--device none --n-gpu-layers 0"}
+
+
+def installed(tmp_path):
+    """The supervisor as configure.yml installs it: its file beside the protocol and planner files it imports."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for source in (
+        ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py",
+        ROOT / "plugins" / "module_utils" / "_rpc_protocol.py",
+        ROOT / "plugins" / "module_utils" / "_cluster_plan.py",
+    ):
+        (lib / source.name).write_text(source.read_text())
+    return lib / "llamarpc_supervisor.py"
+
+
+def test_wait_returns_at_once_successfully_when_the_plan_has_no_worker(tmp_path):
+    """ExecStartPre as systemd runs it on a local plan: the env file's LLAMARPC_RPC is empty. --timeout 0 ends any
+    waiting after one round, so a wrong implementation fails here rather than hangs."""
+    env = {"PATH": "/usr/bin:/bin", "LLAMARPC_RPC": ""}
+    done = subprocess.run(
+        [sys.executable, str(installed(tmp_path)), "wait", "--timeout", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done
+    assert "local plan" in done.stdout and "no RPC worker to wait for" in done.stdout
+
+
+def test_wait_still_waits_for_the_workers_of_a_distributed_plan(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LLAMARPC_RPC", "10.0.0.2:50052")
+    monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: dict.fromkeys(endpoints, "refused"))
+    assert supervisor.main(["wait", "--timeout", "0"]) == 1
+    assert "gave up" in capsys.readouterr().err
+
+
+@pytest.fixture
+def local_world(tmp_path, world):
+    """The world above with a deployed local plan; probing a worker fails the test (nothing is to be probed)."""
+    config(tmp_path, plan=LOCAL_PLAN)
+    return world
+
+
+def test_check_on_a_local_plan_returns_at_once_and_probes_nothing(local_world, monkeypatch):
+    probed = []
+    monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: probed.append(endpoints) or {})
+    local_world["down"].add("10.0.0.3:50052")  # an idle worker down: no business of a local plan
+    local_world["now"] += 1000
+    record = local_world["check"]()
+    assert record["verdict"] == "local" and "nothing to re-plan" in record["message"], record
+    assert (probed, local_world["restarts"], local_world["override"].exists()) == ([], 0, False)
+
+
+def test_status_of_a_local_plan_says_local_plainly(local_world):
+    local_world["down"].add("10.0.0.3:50052")
+    report = local_world["status"]()
+    assert report["verdict"] == "ok" and report["message"].startswith("serving locally"), report
+    assert "no RPC worker" in report["message"] and report["workers"]["n3"] == "refused"
+    local_world["serving"] = False
+    assert local_world["status"]()["verdict"] == "down"
+
+
+def test_a_re_plan_that_fits_on_the_coordinator_goes_local_then_back(tmp_path, world):
+    """Deployed on n2 and n3 (fit first on, strategy fewest); n3 stays down and the model now fits on n1's host: the
+    re-plan is local, and the deployed plan comes back with n3."""
+    options = dict(json.loads(config(tmp_path).read_text())["options"], strategy="fewest", coordinator="n1")
+    plan = {"rpc": "10.0.0.2:50052,10.0.0.3:50052", "devices": "RPC0,RPC1", "tensor_split": "5,4"}
+    config(tmp_path, options=dict(options, fit_first=True), plan=plan)
+    world["down"].add("10.0.0.3:50052")
+    world["check"]()
+    world["now"] += 25
+    record = world["check"]()
+    assert record["verdict"] == "replanned" and "local" in record["message"], record
+    assert world["override"].read_text().endswith("LLAMARPC_RPC=\nLLAMARPC_PLAN_ARGS=--device none --n-gpu-layers 0\n")
+    # The override is a local plan, but the deployed plan has workers: the check keeps watching for n3.
+    world["now"] += 5
+    assert world["check"]()["verdict"] == "degraded"
+    world["down"].clear()
+    assert world["check"]()["verdict"] == "restored" and not world["override"].exists()
+    assert world["restarts"] == 2
+    # Without fit first the same re-plan keeps a worker.
+    config(tmp_path, options=dict(options, fit_first=False), plan=plan)
+    world["down"].add("10.0.0.3:50052")
+    world["check"]()
+    world["now"] += 25
+    assert "--rpc 10.0.0.2:50052" in world["check"]()["message"]

@@ -365,3 +365,21 @@ def test_a_local_plan_in_force_is_kept_and_a_distributed_one_gives_way():
     distributed = planner.plan(summary, workers(4, 4), ctx_size=512, coordinator="node1", fit_first=False)
     after = planner.plan(summary, workers(4, 4), ctx_size=512, fit_first=True, coordinator="node1", keep=distributed)
     assert after["local"] and not after["kept"]
+
+
+def test_what_llama_server_is_given_for_a_local_and_a_distributed_plan():
+    local = planner.plan(model(), workers(4, 4), ctx_size=512, fit_first=True, coordinator="node1")
+    assert local["args"] == " ".join(planner.LOCAL_ARGS) == "--device none --n-gpu-layers 0"
+    assert planner.describe(local).startswith("local: llama-server computes the whole model on the coordinator's CPU")
+    spread = planner.plan(model(), workers(4, 4), ctx_size=512, strategy="all")
+    assert spread["args"].split() == [
+        "--rpc",
+        "10.0.0.11:50052,10.0.0.12:50052",
+        "--device",
+        "RPC0,RPC1",
+        "--tensor-split",
+        spread["tensor_split"],
+        "--n-gpu-layers",
+        "all",
+    ]
+    assert planner.describe(spread) == f"--rpc 10.0.0.11:50052,10.0.0.12:50052 --tensor-split {spread['tensor_split']}"

@@ -9,7 +9,10 @@ import json
 from ansible_collections.llamarpc.cluster.plugins.filter.cluster_plan import FilterModule
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _coordinator_state as state
 
-ENV = "# Ansible managed\nLLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\nLLAMARPC_DEVICES=RPC0,RPC1\n"
+ENV = (
+    "# Ansible managed\nLLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n"
+    "LLAMARPC_PLAN_ARGS=--rpc 10.0.0.1:50052,10.0.0.2:50052 --device RPC0,RPC1 --tensor-split 1,1 --n-gpu-layers all\n"
+)
 NOT_READ = {"failed": True, "msg": "file not found: /run/llamarpc/coordinator/override.env"}
 
 
@@ -20,7 +23,9 @@ def read(text):
 def test_the_rpc_list_of_an_env_file():
     assert state.rpc_in_force(ENV) == ["10.0.0.1:50052", "10.0.0.2:50052"]
     assert state.rpc_in_force("LLAMARPC_RPC=\n") == []
-    assert state.rpc_in_force("LLAMARPC_DEVICES=RPC0\n") == []
+    assert state.rpc_in_force("LLAMARPC_PLAN_ARGS=--rpc 10.0.0.1:50052\n") == []
+    # A local plan (fit first): no worker in force.
+    assert state.rpc_in_force("LLAMARPC_RPC=\nLLAMARPC_PLAN_ARGS=--device none --n-gpu-layers 0\n") == []
     # Only a line that starts with the variable (a comment naming it is no plan).
     assert state.rpc_in_force("# LLAMARPC_RPC=1.2.3.4:1\nLLAMARPC_RPC=5.6.7.8:9\n") == ["5.6.7.8:9"]
 

@@ -78,11 +78,16 @@ def test_tokens_per_second_come_from_the_performance_model():
 
 
 def test_a_local_plan_is_one_process_reading_every_weight():
-    local = {**MEMORY, "workers": [], "excluded": [], "table": ["node  endpoint  layers", "c  local  0-3+out"]}
+    table = ["node  endpoint  layers", "c  local  0-3+out"]
+    local = {**MEMORY, "strategy": "fewest", "local": True, "workers": [], "excluded": [], "table": table}
     doc = build(memory=local)
     assert doc["speed"]["compute_seconds"] == pytest.approx(300 * MB / 10e9)
     assert doc["speed"]["network_seconds"] == 0
     assert doc["load"]["send_seconds"] == {}
+    # The report says so in words, not only by an empty worker list.
+    head = next(line for line in doc["text"] if line.startswith("Memory plan"))
+    assert "local: the whole model fits on c with its headroom" in head and "no RPC worker (fit first" in head
+    assert "local" not in next(line for line in build()["text"] if line.startswith("Memory plan"))
 
 
 def test_a_measured_round_trip_replaces_the_assumed_one_and_says_so():

@@ -135,3 +135,38 @@ def test_model_and_model_path_exclude_each_other_and_a_summary_must_be_whole(run
     assert neither.failed and "one of the following is required" in neither.result["msg"]
     partial = run_module(llama_cluster_plan, {"model": {"n_layer": 8}, "workers": workers(1)})
     assert partial.failed and "model lacks embedding_bytes" in partial.result["msg"]
+
+
+# Fit first, on by default (issue #22 item 5): a model that fits on the coordinator is served there with no worker.
+
+
+def test_fit_first_by_default_serves_a_model_that_fits_on_the_coordinator_alone(run_module, model):
+    args = {"model_path": model["files"][0]["path"], "workers": workers(4, 4, 4), "ctx_size": 512, "coordinator": "n1"}
+    local = run_module(llama_cluster_plan, args).result
+    plan = local["plan"]
+    assert plan["local"] is True and plan["workers"] == [], plan
+    assert (plan["rpc"], plan["devices"], plan["tensor_split"]) == ("", "none", "")
+    assert plan["args"] == "--device none --n-gpu-layers 0" and "--rpc" not in plan["args"]
+    assert local["explanation"].startswith("local: the whole model fits on n1 with its headroom")
+    assert plan["table"][1].split()[:2] == ["n1", "local"]
+    # Off: the fewest workers that fit, as before, and what llama-server is given names them.
+    spread = run_module(llama_cluster_plan, {**args, "fit_first": False}).result["plan"]
+    assert spread["local"] is False and spread["rpc"] == "10.0.0.2:50052"  # n1 keeps room for llama-server
+    slots = model["block_count"] + 1  # one worker holds every layer and the output layer
+    assert spread["args"] == f"--rpc 10.0.0.2:50052 --device RPC0 --tensor-split {slots} --n-gpu-layers all"
+    # Strategy all asks for every worker.
+    every = run_module(llama_cluster_plan, {**args, "strategy": "all"}).result["plan"]
+    assert every["local"] is False and every["devices"] == "RPC0,RPC1,RPC2"
+
+
+def test_fit_first_reads_the_coordinators_own_memory_when_no_worker_shares_its_host(run_module, model):
+    args = {"model_path": model["files"][0]["path"], "workers": workers(4, 4), "ctx_size": 512, "coordinator": "c"}
+    # Unknown memory: workers.
+    assert run_module(llama_cluster_plan, args).result["plan"]["local"] is False
+    figures = {"available": int(2.9 * GIB), "total": 8 * GIB}  # rounded down to 2.5 GiB (1/16 of the total)
+    out = run_module(llama_cluster_plan, {**args, "coordinator_memory": figures}).result
+    assert out["plan"]["local"] is True
+    assert out["plan"]["table"][1].split()[:2] == ["c", "local"]
+    # Too little there once rounded (the default headroom is 512 MiB): workers.
+    tight = {"available": GIB // 2 + (40 << 20), "total": 8 * GIB}  # 552 MiB, rounded down to 512 MiB
+    assert run_module(llama_cluster_plan, {**args, "coordinator_memory": tight}).result["plan"]["local"] is False

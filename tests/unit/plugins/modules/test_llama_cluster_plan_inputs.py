@@ -98,7 +98,10 @@ def test_a_host_without_memory_figures_is_unreachable_over_ssh(plan):
 
 
 def test_the_plan_in_force_serves_when_healthy(plan):
-    env = "# managed\nLLAMARPC_RPC=10.0.0.2:50052,10.0.0.3:50052\nLLAMARPC_DEVICES=RPC0,RPC1\n"
+    env = (
+        "# managed\nLLAMARPC_RPC=10.0.0.2:50052,10.0.0.3:50052\n"
+        "LLAMARPC_PLAN_ARGS=--rpc 10.0.0.2:50052,10.0.0.3:50052\n"
+    )
     override_missing = {"failed": True, "msg": "file not found"}
     healthy = plan(env_in_force=[override_missing, slurped(env)], health_status=200)
     assert healthy.result["serving"] == ENDPOINTS[1:]
@@ -136,6 +139,7 @@ def test_the_record_and_when_it_must_be_rewritten(plan):
         "overhead": 128 << 20,
         "strategy": "all",
         "coordinator": "n1",
+        "fit_first": True,
     }
     assert all("state" not in worker for worker in record["workers"])
     assert record["plan"] == out.result["plan"]

@@ -1,0 +1,69 @@
+"""The llama-server unit and its env file as the template module renders them: the plan's arguments reach llama-server
+through one unbraced variable, which systemd splits into words (zero for an empty value), so a local plan (fit first)
+starts llama-server with no --rpc at all. What systemd does with it is shown on a lab host (tests/test_plan.py of the
+default scenario reads the running process's argv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import worker_unit
+
+ROLE = Path(__file__).resolve().parents[3] / "roles/llama_coordinator"
+LOCAL = {"rpc": "", "args": "--device none --n-gpu-layers 0"}
+SPREAD = {"rpc": "10.0.0.2:50052", "args": "--rpc 10.0.0.2:50052 --device RPC0 --tensor-split 9 --n-gpu-layers all"}
+VARIABLES = {
+    "ansible_managed": "Ansible managed",
+    "llama_coordinator_user": "llamarpc-server",
+    "llama_coordinator_worker_wait": 60,
+    "llama_coordinator_ctx_size": 4096,
+    "llama_coordinator_parallel": 1,
+    "llama_coordinator_cache_type_k": "f16",
+    "llama_coordinator_cache_type_v": "f16",
+    "llama_coordinator_port": 8080,
+    "llama_coordinator_metrics": True,
+    "llama_coordinator_api_key": "",
+    "llama_coordinator_log_verbosity": 3,
+    "llama_coordinator_extra_args": [],
+    "llama_cpp_server_bin": "/opt/llamarpc/llama.cpp/KEY/bin/llama-server",
+    "_llama_coordinator_env_file": "/etc/llamarpc/coordinator/cluster.env",
+    "_llama_coordinator_supervisor": "/usr/local/lib/llamarpc/coordinator/llamarpc_supervisor.py",
+    "_llama_coordinator_model": "/data/models/m-00001-of-00002.gguf",
+    "_llama_coordinator_load_mode": "auto",
+    "_llama_coordinator_threads": 2,
+    "_llama_coordinator_bind": "10.0.0.1",
+    "_llama_coordinator_alias": "m",
+    "_llama_coordinator_key_file": "/etc/llamarpc/coordinator/api-keys",
+    "_llama_coordinator_model_sandbox": ["ProtectSystem=strict"],
+}
+
+
+def render(template, plan=None):
+    env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
+    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
+    text = (ROLE / "templates" / template).read_text()
+    return env.from_string(text).render({**VARIABLES, "_llama_coordinator_plan": {"plan": plan or LOCAL}})
+
+
+def test_the_plan_arguments_are_one_unbraced_word_of_exec_start():
+    [argv] = worker_unit.commands(render("server.service.j2"), "ExecStart")
+    assert argv[:4] == [
+        VARIABLES["llama_cpp_server_bin"],
+        "--model",
+        VARIABLES["_llama_coordinator_model"],
+        "$LLAMARPC_PLAN_ARGS",
+    ]
+    # No other plan flag in the unit, and nothing braced: "${X}" is always exactly one argument, even when empty.
+    assert not {"--rpc", "--device", "--tensor-split", "--n-gpu-layers"} & set(argv), argv
+    assert not [word for word in argv if "${" in word], argv
+    [pre] = worker_unit.commands(render("server.service.j2"), "ExecStartPre")
+    # Before each start the supervisor waits for $LLAMARPC_RPC's workers (none on a local plan: it returns at once).
+    assert pre == ["/usr/bin/python3", VARIABLES["_llama_coordinator_supervisor"], "wait", "--timeout", "60"]
+
+
+def test_the_env_file_holds_the_workers_to_wait_for_and_the_plan_arguments():
+    local = dict(worker_unit.directives(render("cluster.env.j2", LOCAL)))
+    assert local == {"LLAMARPC_RPC": "", "LLAMARPC_PLAN_ARGS": "--device none --n-gpu-layers 0"}
+    spread = dict(worker_unit.directives(render("cluster.env.j2", SPREAD)))
+    assert spread == {"LLAMARPC_RPC": SPREAD["rpc"], "LLAMARPC_PLAN_ARGS": SPREAD["args"]}
