@@ -54,7 +54,7 @@ bench-down:
 # Each step timed (tools/steps.sh); the integration tests run in a lane beside the molecule scenarios, after the
 # worker scenario has built llama.cpp (once, cached), which they use.
 test:
-	@tools/steps.sh setup lint unit molecule-lanes
+	@STEPS_CPU_ACCOUNT=tests/output/cpu/pacct tools/steps.sh setup lint unit molecule-lanes
 
 setup:
 	@tools/setup.sh

@@ -32,7 +32,7 @@ run_scenarios() {  # scenario or make:TARGET... : one after another, stop at the
       make --no-print-directory "${scenario#make:}"
     else
       echo "=== molecule scenario $scenario"
-      "$molecule" test -s "$scenario" 2>&1 | step_clock "$scenario" "$start"
+      PYTHONUNBUFFERED=1 "$molecule" test -s "$scenario" 2>&1 | step_clock "$scenario" "$start"
     fi || { echo "=== $scenario FAILED after $(( $(date +%s) - start )) s"; return 1; }
     echo "=== $scenario passed in $(( $(date +%s) - start )) s"
   done

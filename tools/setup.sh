@@ -14,7 +14,8 @@ fi
 APT_PACKAGES=(systemd-container debootstrap iproute2 nftables e2fsprogs openssh-client sshfs fuse3 rsync
               python3 python3-venv python3-dev ca-certificates git make cmake g++ libgomp1 procps psmisc
               nginx-light   # nginx: a real HTTP server with Range, for the shard download tests (loopback only)
-              shellcheck)   # ansible-test sanity skips its shellcheck test, with only a warning, when it is missing
+              shellcheck    # ansible-test sanity skips its shellcheck test, with only a warning, when it is missing
+              acct)         # process accounting: `make test` reports where the machine's CPU went (tools/cpu_account.sh)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
@@ -28,6 +29,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # acct's own service would account every process from the next boot on: only `make test` turns accounting on.
+  if [[ " ${missing[*]} " == *" acct "* ]] && command -v systemctl > /dev/null; then
+    systemctl disable acct.service > /dev/null 2>&1 || true
+  fi
 fi
 
 # The project virtualenv: the newest ansible-core (requirements.txt) on Python 3.13 (tools/ansible_versions.sh; this

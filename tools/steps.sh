@@ -3,6 +3,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 total=$(date +%s)
+# STEPS_CPU_ACCOUNT=FILE: after the setup step, the CPU seconds of each step and, at the end, by command
+# (tools/cpu_account.sh): the machine has two cores, so CPU, not waiting, is what `make test`'s budget is made of.
+account=${STEPS_CPU_ACCOUNT:-}
+cpu_seconds() { tools/cpu_account.sh report "$account" 0 | awk '/CPU seconds/ {print $4}'; }
+if [ -n "$account" ]; then
+  trap 'tools/cpu_account.sh report "$account" 15; tools/cpu_account.sh stop' EXIT
+fi
 for step in "$@"; do
   start=$(date +%s)
   echo "=== step $step"
@@ -11,5 +18,15 @@ for step in "$@"; do
     exit 1
   fi
   echo "=== step $step took $(( $(date +%s) - start )) s"
+  if [ -n "$account" ]; then
+    if [ "$step" = setup ]; then
+      tools/cpu_account.sh start "$account"
+      cpu_before=0
+    elif [ -s "$account" ]; then
+      cpu_now=$(cpu_seconds)
+      echo "=== step $step used $(( ${cpu_now%.*} - cpu_before )) CPU seconds (in processes that ended)"
+      cpu_before=${cpu_now%.*}
+    fi
+  fi
 done
 echo "=== steps $* took $(( $(date +%s) - total )) s"

@@ -200,7 +200,8 @@ def build_record(key, build_result, archive_sha256, archive_size, build_host, pl
         "archive_size": archive_size,
         "build_host": build_host,
         "platform": platform,
-        "build_seconds": build_result.get("build_seconds", 0.0),
+        # The build's own seconds: a build followed in the background is picked up as a cache hit (0.0 s).
+        "build_seconds": manifest.get("build_seconds") or build_result.get("build_seconds", 0.0),
         "built_at": manifest.get("built_at", ""),
     }
 

@@ -154,3 +154,10 @@ def test_a_record_round_trip_and_its_checks(tmp_path):
     (tmp_path / lp.RECORD).write_text("{", encoding="utf-8")
     assert lp.load_record(tmp_path) is None
     assert json.loads(json.dumps(record)) == record
+
+
+def test_the_record_keeps_the_builds_own_seconds_when_the_build_was_followed_in_the_background():
+    followed = {**build_result(), "build_seconds": 0.0}
+    followed["manifest"] = {**followed["manifest"], "build_seconds": 1712.4}
+    assert lp.build_record(key(), followed, "c" * 64, 10, "node1", plat())["build_seconds"] == 1712.4
+    assert lp.build_record(key(), build_result(), "c" * 64, 10, "node1", plat())["build_seconds"] == 567.1
