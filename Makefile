@@ -11,7 +11,8 @@ SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
 # scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/); `make:integration` runs the
 # integration tests (which use that build) in a lane of their own, then `make:matrix`: unit and sanity tests on the
-# other ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs 2.19).
+# older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the newest, 2.21 on
+# Python 3.13, for everything else: tools/ansible_versions.sh).
 LANES ?= "cluster" "default controller_user" "lsyncd shards mesh" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
@@ -80,10 +81,9 @@ unit:
 integration:
 	LLAMARPC_REQUIRE_LLAMA=1 $(BIN)/pytest tests/integration
 
-# Unit and sanity tests on ansible-core 2.20 and 2.21 (Python 3.12 and 3.13, from PATH or pyenv), at once. In CI
-# (CI set, as .ci/run runs) a missing Python fails the run: CI must prove what the README promises. On a plain Debian 12
-# box, which has only Python 3.11, it is reported as SKIPPED, so that `make test` still works there; MATRIX_REQUIRE=1
-# or 0 decides either way.
+# Unit and sanity tests on ansible-core 2.19 and 2.20 (Python 3.11 and 3.12, from PATH or pyenv), at once. In CI
+# (CI set, as .ci/run runs) a missing Python fails the run: CI must prove what the README promises. On a box without
+# one it is reported as SKIPPED, so that `make test` still works there; MATRIX_REQUIRE=1 or 0 decides either way.
 MATRIX_REQUIRE ?= $(if $(CI),1,0)
 matrix:
 	@MATRIX_REQUIRE=$(MATRIX_REQUIRE) tools/ansible_matrix.sh

@@ -1,30 +1,23 @@
 #!/usr/bin/env bash
-# Unit and sanity tests on the other ansible-core releases meta/runtime.yml admits (the project's own .venv runs
-# 2.19 on Debian 12's Python 3.11; molecule and the integration tests use that one). Each release gets a virtualenv
-# of its own under .cache/matrix, on a Python it supports, found on PATH or under pyenv; all run at once.
-#   tools/ansible_matrix.sh              # every entry of MATRIX
-#   MATRIX="2.21.5:3.13" tools/ansible_matrix.sh
+# Unit and sanity tests on the older ansible-core releases meta/runtime.yml admits (tools/ansible_versions.sh: the
+# project's own .venv runs the newest, on Python 3.13, for everything; molecule and the integration tests use that one).
+# Each release gets a virtualenv of its own under .cache/matrix, on a Python it supports, found on PATH or under pyenv;
+# all run at once.
+#   tools/ansible_matrix.sh              # every entry of OLDER_RELEASES
+#   MATRIX="2.19.14:3.11" tools/ansible_matrix.sh
 # A Python missing from the machine is reported as SKIPPED, never as passed (Debian 12 itself has only 3.11); with
 # MATRIX_REQUIRE=1 (`make matrix`, so `make test` and CI) a skipped entry fails the run: the README promises unit and
 # sanity tests on every release, so a machine without the Pythons must say so rather than pass.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-MATRIX=${MATRIX:-"2.20.10:3.12 2.21.5:3.13"}
+# shellcheck source=tools/ansible_versions.sh
+. tools/ansible_versions.sh
+MATRIX=${MATRIX:-$OLDER_RELEASES}
 require=${MATRIX_REQUIRE:-0}
 skipped=77  # run_entry's status when the entry's Python is missing
 logs=tests/output/matrix
 mkdir -p "$logs" .cache/matrix
 pin() { grep -i "^$1==" requirements.txt; }  # the project's pin of a test dependency
-
-find_python() {  # X.Y -> a python executable of that version, or nothing
-  local candidate
-  for candidate in "$(command -v "python$1" 2>/dev/null)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/"python$1"; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import venv' 2>/dev/null; then
-      echo "$candidate"
-      return
-    fi
-  done
-}
 
 run_entry() {  # core version, python version
   local core=$1 py=$2 venv=.cache/matrix/core-$1 python stamp packages start

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # ansible-test must run from inside a path ending in ansible_collections/NAMESPACE/NAME; the checkout is copied
 # (tracked and untracked-but-not-ignored files only) into such a path under .cache and tested there.
-# SANITY_VENV (default .venv) and SANITY_PYTHON (default 3.11) choose the ansible-core and Python (tools/ansible_matrix.sh).
+# SANITY_VENV (default .venv) and SANITY_PYTHON (default: the venv's own) choose the ansible-core and Python
+# (tools/ansible_matrix.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 venv=${SANITY_VENV:-$root/.venv}
-python=${SANITY_PYTHON:-3.11}
+python=${SANITY_PYTHON:-$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')}
 dest=$root/.cache/sanity${SANITY_VENV:+-$(basename "$venv")}/ansible_collections/llamarpc/cluster
 rm -rf "$dest" && mkdir -p "$dest"
 git ls-files -co --exclude-standard -z | grep -zv '^\.collections/' | xargs -0 cp --parents -t "$dest"

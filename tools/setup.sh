@@ -35,15 +35,39 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# The project virtualenv, rebuilt when requirements.txt changes.
+# The project virtualenv: the newest ansible-core (requirements.txt) on Python 3.13 (tools/ansible_versions.sh; this
+# machine kind has it under pyenv, Debian 12 has not). Without it, outside CI, the venv runs the oldest tested
+# release on Debian's Python 3.11 instead, and says so; CI (CI set, as .ci/run runs) fails: it must test what the
+# README promises. Rebuilt when requirements.txt or the choice changes.
+# shellcheck source=tools/ansible_versions.sh
+. tools/ansible_versions.sh
 VENV=.venv
+python=$(find_python "$VENV_PYTHON")
+core_pin=
+if [ -z "$python" ]; then
+  fallback=${OLDER_RELEASES%% *}
+  if [ -n "${CI:-}" ] || [ -z "$(find_python "${fallback##*:}")" ]; then
+    echo "setup: no Python $VENV_PYTHON on this machine (on PATH as python$VENV_PYTHON or under" \
+         "${PYENV_ROOT:-$HOME/.pyenv}/versions): install it (e.g. with pyenv) for ansible-core" \
+         "$(grep '^ansible-core==' requirements.txt | cut -d= -f3)" >&2
+    exit 1
+  fi
+  python=$(find_python "${fallback##*:}") core_pin="ansible-core==${fallback%%:*}"
+  echo "setup: no Python $VENV_PYTHON here: $VENV runs $core_pin on $("$python" --version) (CI runs everything on" \
+       "$(grep '^ansible-core==' requirements.txt))" >&2
+fi
 stamp="$VENV/.requirements.sha256"
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want="$(sha256sum requirements.txt | cut -d' ' -f1) $python $core_pin"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setup: creating $VENV from requirements.txt"
-  /usr/bin/python3 -m venv "$VENV"
+  echo "setup: creating $VENV from requirements.txt on $("$python" --version)${core_pin:+ with $core_pin}"
+  rm -rf "$VENV"
+  "$python" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r requirements.txt
+  if [ -n "$core_pin" ]; then
+    "$VENV/bin/pip" install -q -r <(sed "s/^ansible-core==.*/$core_pin/" requirements.txt)
+  else
+    "$VENV/bin/pip" install -q -r requirements.txt
+  fi
   echo "$want" > "$stamp"
 fi
 

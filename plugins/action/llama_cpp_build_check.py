@@ -33,7 +33,7 @@ class ActionModule(ActionBase):
         platforms = {}
         for host in [args["build_host"], *args["nodes"]]:
             try:
-                platforms[host] = self._templar.template(hostvars[host][FACT])
+                platforms[host] = self._templar.template(hostvars[host]["ansible_facts"][FACT])
             except (KeyError, TypeError) as exc:
                 raise AnsibleActionFail(
                     f"no {FACT} fact for {host}: run llamarpc.cluster.llama_cpp_platform_facts on it first"

@@ -289,3 +289,21 @@ def netns_pids(netns_path, proc="/proc"):
         if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
             pids.append(int(entry))
     return sorted(pids)
+
+
+def container_init(nspawn_pid, proc="/proc"):
+    """PID (in the caller's PID namespace) of the init a ``systemd-nspawn --boot`` process runs: its only child.
+
+    None when the nspawn process is gone or has no single child (not started yet, or still forking)."""
+    children = set()
+    try:
+        tasks = os.listdir(f"{proc}/{nspawn_pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"{proc}/{nspawn_pid}/task/{task}/children", encoding="ascii") as handle:
+                children.update(handle.read().split())
+        except OSError:  # the thread ended meanwhile
+            continue
+    return int(children.pop()) if len(children) == 1 else None

@@ -19,6 +19,7 @@ import socket
 import time
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import (
+    container_init,
     mount_points,
     netns_pids,
     nspawn_argv,
@@ -246,17 +247,7 @@ class Host:
     def init_pid(self):
         """PID (in our namespace) of the host's own systemd: the child of its nspawn process."""
         pid = self.pid()
-        if pid is None:
-            return None
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
-                    children = handle.read().split()
-            except OSError:
-                continue
-            if children:
-                return int(children[0])
-        return None
+        return None if pid is None else container_init(pid)
 
     def in_host(self, init, *argv):
         """(rc, stdout) of ``argv`` run inside the host (its namespaces, through its systemd's PID)."""

@@ -86,7 +86,7 @@ EXAMPLES = r"""
     cache_dir: "{{ lookup('ansible.builtin.env', 'HOME') }}/.cache/llamarpc/llama-cpp"
     checksum: 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
     targets: [ggml-rpc-server, llama-server]
-    platform: "{{ hostvars['node1'].llamarpc_platform }}"
+    platform: "{{ hostvars['node1'].ansible_facts.llamarpc_platform }}"
   run_once: true
   register: cached
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from labtest import INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _lab, _paths
 
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
@@ -246,11 +246,9 @@ def host_init(name):
     """PID (in the controller's namespace) of the host's systemd: the child of its systemd-nspawn (the lab role's pid
     file in the host's state directory)."""
     nspawn = Path(f"/var/lib/llamarpc-lab/{lab_name()}/hosts/{name}/nspawn.pid").read_text().strip()
-    children = set()
-    for task in Path(f"/proc/{nspawn}/task").iterdir():
-        children.update((task / "children").read_text().split())
-    assert len(children) == 1, (name, nspawn, children)
-    return int(children.pop())
+    init = _lab.container_init(int(nspawn))
+    assert init is not None, (name, nspawn)
+    return init
 
 
 def in_host(name, command, timeout=120):

@@ -58,7 +58,11 @@ def run(module, args, task_vars, check_mode=False):
 
 
 def test_check_passes_and_fails_naming_the_hosts():
-    hostvars = {"node1": {"llamarpc_platform": plat()}, "node2": {"llamarpc_platform": plat(glibc="2.31")}}
+    # A module's facts are read from hostvars[host].ansible_facts (2.20 deprecates them as top-level variables).
+    hostvars = {
+        "node1": {"ansible_facts": {"llamarpc_platform": plat()}},
+        "node2": {"ansible_facts": {"llamarpc_platform": plat(glibc="2.31")}},
+    }
     ok = run(check_action, {"build_host": "node1", "nodes": ["node1"]}, {"hostvars": hostvars})
     assert not ok.get("failed") and ok["problems"] == []
     bad = run(check_action, {"build_host": "node1", "nodes": ["node1", "node2"]}, {"hostvars": hostvars})
@@ -67,7 +71,8 @@ def test_check_passes_and_fails_naming_the_hosts():
 
 def test_check_without_facts_says_what_to_run():
     with pytest.raises(AnsibleActionFail, match="llama_cpp_platform_facts"):
-        run(check_action, {"build_host": "localhost", "nodes": ["node1"]}, {"hostvars": {"node1": {}}})
+        hostvars = {"node1": {"ansible_facts": {}}}
+        run(check_action, {"build_host": "localhost", "nodes": ["node1"]}, {"hostvars": hostvars})
 
 
 def cache_args(tmp_path, **more):

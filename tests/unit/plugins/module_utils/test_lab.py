@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 
 import pytest
 from hypothesis import given
@@ -192,3 +194,33 @@ def test_netns_pids_finds_the_processes_of_one_namespace(tmp_path):
 
 def test_netns_pids_on_this_machine_includes_this_process():
     assert os.getpid() in lab.netns_pids("/proc/self/ns/net")
+
+
+def _proc_with_children(proc, pid, children_by_task):
+    for task, children in children_by_task.items():
+        (proc / str(pid) / "task" / str(task)).mkdir(parents=True)
+        (proc / str(pid) / "task" / str(task) / "children").write_text(" ".join(map(str, children)) + " ")
+
+
+def test_container_init_is_the_only_child_of_nspawn_in_any_thread(tmp_path):
+    _proc_with_children(tmp_path, 40, {40: [], 41: [512]})
+    assert lab.container_init(40, proc=str(tmp_path)) == 512
+
+
+@pytest.mark.parametrize("children_by_task", [{70: []}, {70: [71], 72: [73]}, {}])
+def test_container_init_is_none_without_exactly_one_child(tmp_path, children_by_task):
+    _proc_with_children(tmp_path, 70, children_by_task)
+    assert lab.container_init(70, proc=str(tmp_path)) is None
+
+
+def test_container_init_is_none_for_a_process_that_is_gone(tmp_path):
+    assert lab.container_init(99999, proc=str(tmp_path)) is None
+
+
+def test_container_init_on_this_machine_finds_the_child_of_a_real_process():
+    with subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True) as parent:
+        child = int(parent.stdout.readline())
+        try:
+            assert lab.container_init(parent.pid) == child
+        finally:
+            os.kill(child, signal.SIGKILL)
