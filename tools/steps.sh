@@ -8,7 +8,8 @@ total=$(date +%s)
 account=${STEPS_CPU_ACCOUNT:-}
 cpu_seconds() { tools/cpu_account.sh report "$account" 0 | awk '/CPU seconds/ {print $4}'; }
 if [ -n "$account" ]; then
-  trap 'tools/cpu_account.sh report "$account" 15; tools/cpu_account.sh stop' EXIT
+  # Only accounting this run started is reported and turned off (not the system's own, if it keeps one).
+  trap '[ -s "$account" ] && { tools/cpu_account.sh report "$account" 15; tools/cpu_account.sh stop; }' EXIT
 fi
 for step in "$@"; do
   start=$(date +%s)
