@@ -13,7 +13,10 @@ OLDER_RELEASES="2.19.14:3.11 2.20.10:3.12"
 find_python() {  # X.Y -> a python executable of that version (on PATH as pythonX.Y, else under pyenv), or nothing
   local candidate
   for candidate in "$(command -v "python$1" 2>/dev/null)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/"python$1"; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import venv' 2>/dev/null; then
+    # A base interpreter only: not a virtualenv's python (make puts the project's own .venv first on PATH, and
+    # setup.sh removes that .venv when it rebuilds it).
+    if [ -n "$candidate" ] && [ -x "$candidate" ] \
+      && "$candidate" -c 'import sys, venv; sys.exit(sys.prefix != sys.base_prefix)' 2>/dev/null; then
       echo "$candidate"
       return
     fi
