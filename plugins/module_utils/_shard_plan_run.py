@@ -271,7 +271,10 @@ def plan_only(shards, reports, request, info, *, timeout=60, validate_certs=True
     try:
         placement, planned = place(shards, reports, request)
     except PlanError as exc:
+        # Nothing to place on any host: a loop over place is empty, never undefined (ansible-core 2.21 templates a
+        # looped task's delegate_to before its when).
         out["refusal"] = str(exc)
+        out["place"] = {}
         return out
     tasks = host_tasks(placement, reports, request, link)
     out.update(summary(placement, planned, reports, request, tasks, info, diff))

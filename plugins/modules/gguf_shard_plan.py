@@ -191,7 +191,7 @@ place:
     - Per candidate host, the options of its M(llamarpc.cluster.gguf_shard_place) - C(shards) (each with C(name),
       C(size), C(sha256), C(etag), and C(url) or the controller file C(src); C(hub) for the hub's), C(links) (on the
       coordinator) and C(drop) (partial downloads of shards planned elsewhere).
-  returned: like RV(plan)
+  returned: always; empty with RV(refusal) (nothing to place on any host)
   type: dict
   sample:
     node2:

@@ -129,6 +129,7 @@ def test_plan_only_gives_the_refusal_a_fetching_run_fails_with(tiny):
     assert out["refusal"] == str(caught.value)
     assert out["refusal"].startswith("nothing was downloaded: the model does not fit")
     assert "plan" not in out and out["model"]["n_layer"] == 8
+    assert out["place"] == {}  # the role loops over it: empty, never undefined
 
 
 def test_plan_only_does_not_hash_controller_files(tmp_path):
