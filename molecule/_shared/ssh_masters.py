@@ -34,12 +34,7 @@ def ansible_ssh_env():
     directory = mux_dir()
     if directory is None:
         return {"ANSIBLE_SSH_ARGS": NO_MUX_ARGS}
-    return {
-        "ANSIBLE_SSH_ARGS": SSH_ARGS,
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(directory),
-        # molecule's own control_path: the tests' runs share the masters of molecule's steps and testinfra's.
-        "ANSIBLE_SSH_CONTROL_PATH": "%(directory)s/%%h-%%p-%%r",
-    }
+    return {"ANSIBLE_SSH_ARGS": SSH_ARGS, "ANSIBLE_SSH_CONTROL_PATH_DIR": str(directory)}
 
 
 def end_all(directory=None):
