@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import paramiko
-import ssh_masters
 import testinfra
 import testinfra.host
 from testinfra.backend.paramiko import ParamikoBackend
@@ -200,8 +199,7 @@ def ansible_env(**extra):
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        # Multiplexed over the scenario's masters, as molecule's own steps are (ssh_masters.py).
-        **ssh_masters.ansible_ssh_env(),
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",

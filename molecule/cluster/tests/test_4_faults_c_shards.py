@@ -8,7 +8,6 @@ import json
 import time
 
 import pytest
-import ssh_masters
 from clusterlib import MANIFEST, api, changed_nothing, deployed_plan, greedy, in_host, playbook, status_report
 from faultreport import record
 from labtest import INVENTORY, inventory_hosts, lab, wait_for
@@ -105,8 +104,6 @@ def test_the_sshfs_serving_hosts_sshd_stopped_is_reported_and_healed_by_site(tmp
     stop = in_host(
         name, "systemctl stop ssh.socket ssh.service; pkill -KILL -u llamarpc-shards; systemctl is-active ssh"
     )
-    # Ansible's masters hold connections that outlive sshd's stop: without them, as with no sshd (ssh_masters.py).
-    ssh_masters.end_all()
     start = time.monotonic()
     try:
         cut = node1.run(f"timeout --signal=KILL 10 ls -f {target}").rc
