@@ -5,14 +5,18 @@ Importable from any scenario's tests because pyproject.toml puts molecule/_share
 
 from __future__ import annotations
 
+import atexit
 import functools
+import itertools
 import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -193,13 +197,32 @@ def host_state(host, label):
     return json.loads(record.content_string)
 
 
+#: Each Ansible run of a test multiplexes its SSH connections (one per host for the run, not one per task), over
+#: masters of its own: a new run never reuses a connection held by an earlier one, so a test that stops a host's sshd
+#: or powers the host off sees what a user would. A master ends 10 s after its last use; the rest at exit.
+MUX_SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=10s -o ServerAliveInterval=10 -o ServerAliveCountMax=3"
+_MUX_ROOT = Path(tempfile.mkdtemp(prefix="llamarpc-mux-"))  # short: a socket's path has at most 108 bytes
+_mux_runs = itertools.count()
+
+
+def _end_masters():
+    for socket_path in _MUX_ROOT.glob("*/*"):
+        command = ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "lab"]
+        subprocess.run(command, capture_output=True, check=False, timeout=30)
+    shutil.rmtree(_MUX_ROOT, ignore_errors=True)
+
+
+atexit.register(_end_masters)
+
+
 def ansible_env(**extra):
-    """Environment for ansible/ansible-playbook run by a test against the lab."""
+    """Environment for one ansible/ansible-playbook run by a test against the lab (its own SSH masters)."""
     return {
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPersist=no",
+        "ANSIBLE_SSH_ARGS": MUX_SSH_ARGS,
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(_MUX_ROOT / str(next(_mux_runs))),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
