@@ -13,7 +13,7 @@ SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # integration tests (which use that build) in a lane of their own, then `make:matrix`: unit and sanity tests on the
 # older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the newest, 2.21 on
 # Python 3.13, for everything else: tools/ansible_versions.sh).
-LANES ?= "cluster" "default controller_user" "lsyncd shards mesh" "make:integration make:matrix"
+LANES ?= "cluster" "shards default" "lsyncd mesh controller_user" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 comma := ,

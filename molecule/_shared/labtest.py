@@ -34,8 +34,8 @@ BIN = Path(sys.executable).parent
 
 
 #: ``ansible`` makes lab() use testinfra's ansible backend (an ansible process per command) instead of SSH.
-# LabSSH is measured 7-11x faster per check, and proven on the default scenario (which sets LLAMARPC_LAB_BACKEND=ssh
-# in its molecule.yml); the other scenarios keep testinfra's ansible backend until each has run green with it.
+# LabSSH is measured 7-11x faster per check; every scenario sets LLAMARPC_LAB_BACKEND=ssh in its molecule.yml but
+# worker, whose tests run modules through testinfra's ``host.ansible`` (the ansible backend's alone).
 BACKEND = os.environ.get("LLAMARPC_LAB_BACKEND", "ansible")
 #: A live lab host acknowledges TCP data within milliseconds whatever the load (its kernel does, not a process): data
 #: unacknowledged this long means the host is gone (stopped or restarted by a test), and the connection is dropped.
@@ -58,9 +58,9 @@ class LabSSH(ParamikoBackend):
     changed host key is refused, as ``StrictHostKeyChecking=yes`` does for Ansible), and its become: commands run
     through ``sudo -H -n`` as the become user, like Ansible's sudo. One SSH connection per host for every command:
     testinfra's ansible backend runs each command through a new ``ssh`` process (its handshake, key exchange and
-    authentication every time; ansible.cfg turns multiplexing off, as mux processes would outlive a lab), measured
-    6.7 times slower per check (molecule/_shared/backend_bench.py). A connection whose host went away (stopped or
-    restarted by a test) is made again once."""
+    authentication every time, unless a master of molecule's still holds one; and an ansible process each), measured
+    6.7 times slower per check without masters (molecule/_shared/backend_bench.py). A connection whose host went away
+    (stopped or restarted by a test) is made again once."""
 
     NAME = "lab-ssh"
 
