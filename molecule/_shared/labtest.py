@@ -6,6 +6,7 @@ Importable from any scenario's tests because pyproject.toml puts molecule/_share
 from __future__ import annotations
 
 import atexit
+import configparser
 import functools
 import itertools
 import json
@@ -33,10 +34,10 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-#: ``ansible`` makes lab() use testinfra's ansible backend (an ansible process per command) instead of SSH.
-# LabSSH is measured 7-11x faster per check; every scenario sets LLAMARPC_LAB_BACKEND=ssh in its molecule.yml but
-# worker, whose tests run modules through testinfra's ``host.ansible`` (the ansible backend's alone).
-BACKEND = os.environ.get("LLAMARPC_LAB_BACKEND", "ansible")
+#: How lab() reaches a host: LabSSH, one SSH connection per host (measured 7-11x faster per check than an ansible
+#: process per command); ``ansible`` (LLAMARPC_LAB_BACKEND, set by the worker scenario alone) for tests that run
+#: modules through testinfra's ``host.ansible``, which only its ansible backend has.
+BACKEND = os.environ.get("LLAMARPC_LAB_BACKEND", "ssh")
 #: A live lab host acknowledges TCP data within milliseconds whatever the load (its kernel does, not a process): data
 #: unacknowledged this long means the host is gone (stopped or restarted by a test), and the connection is dropped.
 _DEAD_PEER_MS = 30_000
@@ -197,10 +198,16 @@ def host_state(host, label):
     return json.loads(record.content_string)
 
 
-#: Each Ansible run of a test multiplexes its SSH connections (one per host for the run, not one per task), over
-#: masters of its own: a new run never reuses a connection held by an earlier one, so a test that stops a host's sshd
-#: or powers the host off sees what a user would. A master ends 10 s after its last use; the rest at exit.
-MUX_SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=10s -o ServerAliveInterval=10 -o ServerAliveCountMax=3"
+#: Each Ansible run of a test multiplexes its SSH connections (one per host for the run, not one per task), with
+#: molecule's own options (.config/molecule/config.yml, as molecule wrote them into the scenario's ansible.cfg) but
+#: over masters of its own: a new run never reuses a connection held by an earlier one, so a test that stops a host's
+#: sshd or powers the host off sees what a user would. The rest end when the tests' process exits.
+def _molecule_ssh_args():
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.cfg")
+    return config.get("ssh_connection", "ssh_args")
+
+
 _MUX_ROOT = Path(tempfile.mkdtemp(prefix="llamarpc-mux-"))  # short: a socket's path has at most 108 bytes
 _mux_runs = itertools.count()
 
@@ -221,7 +228,7 @@ def ansible_env(**extra):
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_SSH_ARGS": MUX_SSH_ARGS,
+        "ANSIBLE_SSH_ARGS": _molecule_ssh_args(),
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(_MUX_ROOT / str(next(_mux_runs))),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
