@@ -8,11 +8,13 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
 # Every scenario, one after another (`make molecule`; one alone: `make molecule SCENARIOS=worker`).
 SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
-# `make test` runs `worker` first (it builds llama.cpp for the others), then these lanes at once, each lane's
+# `make test` runs the lint and unit tests beside `worker` first (it builds llama.cpp for the others; the checks take
+# the other core), then these lanes at once, each lane's
 # scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/); `make:integration` runs the
 # integration tests (which use that build) in a lane of their own, then `make:matrix`: unit and sanity tests on the
 # older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the newest, 2.21 on
 # Python 3.13, for everything else: tools/ansible_versions.sh).
+FIRST_LANES ?= "make:lint make:unit" "worker"
 LANES ?= "cluster" "shards default" "lsyncd mesh controller_user" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
@@ -54,7 +56,7 @@ bench-down:
 # Each step timed (tools/steps.sh); the integration tests run in a lane beside the molecule scenarios, after the
 # worker scenario has built llama.cpp (once, cached), which they use.
 test:
-	@STEPS_CPU_ACCOUNT=tests/output/cpu/pacct tools/steps.sh setup lint unit molecule-lanes
+	@STEPS_CPU_ACCOUNT=tests/output/cpu/pacct tools/steps.sh setup molecule-lanes
 
 setup:
 	@tools/setup.sh
@@ -95,7 +97,7 @@ molecule:
 	done
 
 molecule-lanes:
-	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh worker -- $(LANES)
+	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh $(FIRST_LANES) -- $(LANES)
 
 # The demo on a seed-shaped 6-host lab with the self-healing and fault-matrix tests alone (part of `make test` too).
 test-cluster: setup

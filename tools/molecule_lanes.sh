@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# `make test`'s molecule step: the scenarios before "--" one after another (worker first: it builds llama.cpp, which
-# the others reuse from the controller's cache), then every later argument as a lane of its own, all lanes at once,
-# each lane's scenarios one after another. Every scenario has its own lab (bridge, subnet), and most of a scenario's
-# time is spent waiting on its hosts, so two lanes share two cores well.
-# A lane item "make:TARGET" runs `make TARGET` there instead of a scenario (the integration tests beside the lanes).
-# Each lane logs to tests/output/molecule/lane-N.log; a lane's log is printed when it ends, whole if it failed,
-# else its step lines and test summaries.
-#   tools/molecule_lanes.sh worker -- "cluster default" "lsyncd shards mesh" "make:integration"
+# `make test`'s checks and molecule scenarios, in two phases of lanes. Each argument is a lane: its items (scenario
+# names, or "make:TARGET" to run `make TARGET` there) one after another; all lanes of a phase at once. The lanes before
+# "--" run first (worker among them: it builds llama.cpp, which every later scenario and the integration tests reuse
+# from the controller's cache; lint and unit tests beside it, on the other core), the lanes after it once they all
+# passed. Every scenario has its own lab (bridge, subnet), and most of a scenario's time is spent waiting on its hosts,
+# so lanes share two cores well.
+# Each lane logs to tests/output/molecule/lane-N.log (phase 1: first-N.log); a lane's log is printed when it ends,
+# whole if it failed, else its step lines and test summaries.
+#   tools/molecule_lanes.sh "make:lint make:unit" worker -- "cluster default" "lsyncd shards mesh" "make:integration"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 molecule=${MOLECULE:-.venv/bin/molecule}
@@ -38,30 +39,37 @@ run_scenarios() {  # scenario or make:TARGET... : one after another, stop at the
   done
 }
 
+run_lanes() {  # log-prefix lane... : every lane at once; 0 when all passed
+  local prefix=$1 lane index status=0
+  shift
+  local pids=() names=()
+  for lane in "$@"; do
+    index=${#pids[@]}
+    # shellcheck disable=SC2086 # a lane is a space-separated list of scenario names
+    run_scenarios $lane > "$logs/$prefix-$index.log" 2>&1 &
+    pids+=("$!") names+=("$lane")
+    echo "=== lane $prefix-$index started: $lane (log $logs/$prefix-$index.log)"
+  done
+  for index in "${!pids[@]}"; do
+    if wait "${pids[$index]}"; then
+      echo "=== lane $prefix-$index passed: ${names[$index]}"
+      # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
+      grep -E '^=== |=+ .*[0-9]+ (passed|failed|error).* in [0-9.]+s' "$logs/$prefix-$index.log"
+    else
+      status=1
+      echo "=== lane $prefix-$index FAILED: ${names[$index]}; its log:"
+      cat "$logs/$prefix-$index.log"
+    fi
+  done
+  return $status
+}
+
 first=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do first+=("$1"); shift; done
 [ $# -gt 0 ] && shift
-run_scenarios "${first[@]}" || exit 1
-
-pids=() names=()
-for lane in "$@"; do
-  index=${#pids[@]}
-  # shellcheck disable=SC2086 # a lane is a space-separated list of scenario names
-  run_scenarios $lane > "$logs/lane-$index.log" 2>&1 &
-  pids+=("$!") names+=("$lane")
-  echo "=== lane $index started: $lane (log $logs/lane-$index.log)"
-done
-
-status=0
-for index in "${!pids[@]}"; do
-  if wait "${pids[$index]}"; then
-    echo "=== lane $index passed: ${names[$index]}"
-    # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
-    grep -E '^=== |=+ .*[0-9]+ (passed|failed|error).* in [0-9.]+s' "$logs/lane-$index.log"
-  else
-    status=1
-    echo "=== lane $index FAILED: ${names[$index]}; its log:"
-    cat "$logs/lane-$index.log"
-  fi
-done
-exit $status
+phase=$(date +%s)
+run_lanes first "${first[@]}" || exit 1
+echo "=== phase 1 (${first[*]}) took $(( $(date +%s) - phase )) s"
+phase=$(date +%s)
+run_lanes lane "$@" || exit 1
+echo "=== phase 2 took $(( $(date +%s) - phase )) s"

@@ -2,11 +2,14 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The endpoints llama-server is connected to now (module_utils/_coordinator_state.serving)."""
+"""The endpoints llama-server is connected to now, and the workers to seed before a load
+(module_utils/_coordinator_state)."""
 
 # Each filter is documented beside this file, in plugins/filter/<filter name>.yml.
 
 from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _coordinator_state
 
@@ -15,8 +18,16 @@ def serving_endpoints(env_reads, health_status=0):
     return _coordinator_state.serving(list(env_reads or ()), int(health_status or 0))
 
 
+def seed_targets(rpc, endpoints, workers, hostvars):
+    try:
+        seeding = {host: hostvars[host].get("llama_rpc_worker_seeding") for host in workers}
+        return _coordinator_state.seed_targets(rpc, list(endpoints), list(workers), seeding)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"seed_targets: {exc}") from exc
+
+
 class FilterModule:
     """The plan in force."""
 
     def filters(self):
-        return {"serving_endpoints": serving_endpoints}
+        return {"serving_endpoints": serving_endpoints, "seed_targets": seed_targets}

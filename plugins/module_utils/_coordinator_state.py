@@ -118,3 +118,25 @@ def deploy_needed(old, new):
         return [plan.get(key) for key in PLAN_ARGS]
 
     return rest(old) != rest(new) or endpoints(old) != endpoints(new) or plan_args(old) != plan_args(new)
+
+
+def seed_targets(rpc, endpoints, workers, seeding):
+    """The planned workers whose tensor caches the coordinator seeds before a load: ``[{"host", "endpoint",
+    "seeding"}]`` in the plan's device order. ``endpoints`` and ``workers`` are parallel lists (each worker host's
+    endpoint as the coordinator reaches it); ``seeding`` maps a host to what its worker role published
+    (``llama_rpc_worker_seeding``: ``cache_dir``, ``keep_file``, ``hasher``), empty or absent where its cache is off.
+    A plan with no RPC (fit first) has none."""
+    if isinstance(rpc, str):
+        rpc = [endpoint for endpoint in rpc.split(",") if endpoint]
+    if len(endpoints) != len(workers):
+        raise ValueError(f"{len(endpoints)} endpoints for {len(workers)} worker hosts: the lists must be parallel")
+    host_of = dict(zip(endpoints, workers, strict=True))
+    targets = []
+    for endpoint in rpc or ():
+        host = host_of.get(endpoint)
+        if host is None:
+            raise ValueError(f"{endpoint} is in the plan but is no worker host's endpoint ({', '.join(endpoints)})")
+        found = seeding.get(host) or {}
+        if found.get("cache_dir") and found.get("keep_file"):
+            targets.append({"host": host, "endpoint": endpoint, "seeding": dict(found)})
+    return targets

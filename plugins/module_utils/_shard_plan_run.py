@@ -211,7 +211,7 @@ def summary(placement, planned, reports, request, tasks, info, diff=False):
     out = {
         "plan": [
             {
-                **{key: shard[key] for key in ("name", "size", "sha256", "host")},
+                **{key: shard[key] for key in ("name", "size", "sha256", "host", "url") if key in shard},
                 "path": os.path.join(model_dir, shard["name"]),
             }
             for shard in placement

@@ -31,6 +31,8 @@ def test_the_cache_is_verified_then_capped_before_every_start():
     hasher = ["--hasher", worker_unit.DEFAULTS["_llama_rpc_worker_hasher"]]
     cache = "/var/cache/llamarpc/rpc-worker/rpc"
     prune = ["/usr/bin/python3", worker_unit.DEFAULTS["_llama_rpc_worker_prune"], cache, "21474836480"]
+    # The plan's seeded tensors (the coordinator's keep-list) go last.
+    prune += ["--keep", "/var/cache/llamarpc/rpc-worker/seeded-tensors"]
     assert pre == [[*verify, *hasher, cache], prune]
     slow = worker_unit.commands(worker_unit.render(llama_rpc_worker_cache_verify_fast=False), "ExecStartPre")
     assert slow == [[*verify, cache], prune]

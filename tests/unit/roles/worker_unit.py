@@ -29,6 +29,7 @@ DEFAULTS = {
     "_llama_rpc_worker_prune": "/usr/local/lib/llamarpc/llamarpc_cache_prune.py",
     "_llama_rpc_worker_verify": "/usr/local/lib/llamarpc/llamarpc_cache_verify.py",
     "_llama_rpc_worker_hasher": "/usr/local/lib/llamarpc/llamarpc-fnv1a",
+    "_llama_rpc_worker_keep_file": "/var/cache/llamarpc/rpc-worker/seeded-tensors",
 }
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.llamarpc.cluster.plugins.filter.cluster_plan import FilterModule
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _coordinator_state as state
 
@@ -101,3 +104,42 @@ def test_deploy_needed():
     assert state.deploy_needed({}, old)
     assert state.read_record("") == {} and state.read_record("[1]") == {} and state.read_record("{") == {}
     assert state.read_record(json.dumps(old)) == old
+
+
+SEEDING = {"cache_dir": "/var/cache/w/rpc", "keep_file": "/var/cache/w/seeded-tensors", "hasher": "/usr/local/h"}
+ENDPOINTS = ["10.0.0.1:50052", "10.0.0.2:50052", "10.0.0.3:50052"]
+WORKERS = ["node1", "node2", "node3"]
+
+
+def test_seed_targets_follow_the_plans_device_order():
+    seeding = {host: SEEDING for host in WORKERS}
+    targets = state.seed_targets(["10.0.0.3:50052", "10.0.0.1:50052"], ENDPOINTS, WORKERS, seeding)
+    assert [(t["host"], t["endpoint"]) for t in targets] == [("node3", "10.0.0.3:50052"), ("node1", "10.0.0.1:50052")]
+    assert targets[0]["seeding"] == SEEDING
+    # The plan as llama-server's comma-separated list gives the same.
+    assert state.seed_targets("10.0.0.3:50052,10.0.0.1:50052", ENDPOINTS, WORKERS, seeding) == targets
+
+
+def test_seed_targets_leave_out_workers_without_a_cache_and_local_plans():
+    seeding = {"node1": SEEDING, "node2": {}, "node3": None}
+    assert [t["host"] for t in state.seed_targets(ENDPOINTS, ENDPOINTS, WORKERS, seeding)] == ["node1"]
+    # Fit first: no RPC, nothing to seed.
+    assert state.seed_targets([], ENDPOINTS, WORKERS, seeding) == []
+    assert state.seed_targets("", ENDPOINTS, WORKERS, seeding) == []
+
+
+def test_seed_targets_refuse_an_endpoint_no_worker_has():
+    with pytest.raises(ValueError, match="10.0.0.9:50052 is in the plan"):
+        state.seed_targets(["10.0.0.9:50052"], ENDPOINTS, WORKERS, {})
+    with pytest.raises(ValueError, match="must be parallel"):
+        state.seed_targets(ENDPOINTS, ENDPOINTS, WORKERS[:2], {})
+
+
+def test_seed_targets_filter_reads_each_workers_published_fact():
+    seed_targets = FilterModule().filters()["seed_targets"]
+    hostvars = {"node1": {"llama_rpc_worker_seeding": SEEDING}, "node2": {}, "node3": {}}
+    assert seed_targets(ENDPOINTS, ENDPOINTS, WORKERS, hostvars) == [
+        {"host": "node1", "endpoint": "10.0.0.1:50052", "seeding": SEEDING}
+    ]
+    with pytest.raises(AnsibleFilterError, match="seed_targets: 10.0.0.9"):
+        seed_targets(["10.0.0.9:50052"], ENDPOINTS, WORKERS, hostvars)
