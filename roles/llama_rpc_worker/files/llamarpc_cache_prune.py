@@ -3,11 +3,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Keep llama.cpp's RPC tensor cache under a size cap (upstream never evicts).
 
-Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES
+Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES [--keep FILE]
 
 Removes the least recently used files (by the later of access and modification time) until the directory's
 files total at most MAX_BYTES. A tensor removed while the worker runs is only a cache miss: the coordinator
 then sends it again.
+
+With --keep, FILE lists the seeded tensors of the plan in force (tensor_cache_seed's keep_file: the first
+whitespace-separated field of each line is a cache file's name). Files not listed go first; listed ones only when
+the cache is still over the cap without any other file, and the output then says so. A missing or unreadable FILE
+means no file is kept.
 """
 
 from __future__ import annotations
@@ -32,31 +37,82 @@ def cache_files(directory):
     return entries
 
 
-def prune(directory, max_bytes):
-    """Remove least recently used files until the total is <= max_bytes; returns (removed paths, bytes left)."""
-    entries = sorted(cache_files(directory))
+def read_keep(path):
+    """The file names ``path`` lists (first field of each line), or (None, why) when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return {line.split()[0] for line in handle if line.split()}, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, getattr(exc, "strerror", None) or str(exc)
+
+
+def prune_keeping(directory, max_bytes, keep=frozenset()):
+    """Remove least recently used files until the total is <= max_bytes, those named in ``keep`` last.
+
+    Returns (removed paths, bytes left, kept files removed, bytes over the cap once every other file was gone)."""
+    entries = sorted(cache_files(directory), key=lambda e: (os.path.basename(e[2]) in keep, e))
     total = sum(size for _used, size, _path in entries)
-    removed = []
+    removed, kept_removed, over = [], [], 0
     for _used, size, path in entries:
         if total <= max_bytes:
             break
+        if os.path.basename(path) in keep:
+            if not kept_removed:
+                over = total - max_bytes
+            kept_removed.append(path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         total -= size
         removed.append(path)
-    return removed, total
+    return removed, total, kept_removed, over
+
+
+def prune(directory, max_bytes):
+    """Remove least recently used files until the total is <= max_bytes; returns (removed paths, bytes left)."""
+    return prune_keeping(directory, max_bytes)[:2]
+
+
+def parse(argv):
+    """(DIRECTORY, MAX_BYTES text, keep FILE or None), or None for a command line that does not fit the usage."""
+    args, keep = [], None
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg == "--keep":
+            keep = next(rest, None)
+            if keep is None:
+                return None
+        elif arg.startswith("--keep="):
+            keep = arg.partition("=")[2]
+        else:
+            args.append(arg)
+    return (*args, keep) if len(args) == 2 else None
 
 
 def main(argv):
-    if len(argv) != 3:
+    parsed = parse(argv)
+    if parsed is None:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    if not argv[2].isdigit():
-        print(f"MAX_BYTES must be a whole number of bytes, not {argv[2]!r}", file=sys.stderr)
+    directory, cap, keep_file = parsed
+    if not cap.isdigit():
+        print(f"MAX_BYTES must be a whole number of bytes, not {cap!r}", file=sys.stderr)
         return 2
-    max_bytes = int(argv[2])
-    removed, left = prune(argv[1], max_bytes)
-    print(f"tensor cache {argv[1]}: removed {len(removed)} file(s), {left} bytes kept (cap {max_bytes})")
+    max_bytes = int(cap)
+    keep = frozenset()
+    if keep_file is not None:
+        names, why = read_keep(keep_file)
+        if names is None:
+            print(f"keep-list {keep_file} not read ({why}): no seeded tensor is kept")
+        else:
+            keep = frozenset(names)
+    removed, left, kept_removed, over = prune_keeping(directory, max_bytes, keep)
+    print(f"tensor cache {directory}: removed {len(removed)} file(s), {left} bytes kept (cap {max_bytes})")
+    if kept_removed:
+        print(
+            f"tensor cache {directory}: had to remove {len(kept_removed)} seeded tensor(s) of the plan in force "
+            f"({keep_file}): the cache was {over} bytes over the cap without any other file; llama-server sends "
+            "their bytes at the next load. Raise the cap or give the worker a smaller share of the model"
+        )
     return 0
 
 

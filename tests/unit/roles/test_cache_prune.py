@@ -53,3 +53,45 @@ def test_cli_prunes_and_rejects_bad_sizes(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
     assert prune_mod.main(["prune", str(tmp_path), "20G"]) == 2
     assert "whole number of bytes" in capsys.readouterr().err
+
+
+def test_kept_files_survive_while_others_can_go(tmp_path, capsys):
+    seeded = make(tmp_path, "00000000000000aa", 400, 1000)  # the oldest, but the plan's
+    other = make(tmp_path, "00000000000000bb", 400, 2000)
+    new = make(tmp_path, "00000000000000cc", 400, 3000)
+    keep = tmp_path.parent / "seeded-tensors"
+    keep.write_text(f"{seeded.name} blk.0.ffn_up.weight model.gguf 1024 400\n\n", encoding="utf-8")
+    assert prune_mod.main(["prune", str(tmp_path), "800", "--keep", str(keep)]) == 0
+    assert seeded.exists() and not other.exists() and new.exists()
+    assert "seeded" not in capsys.readouterr().out
+
+
+def test_kept_files_go_only_when_the_cap_needs_it_and_the_output_says_so(tmp_path, capsys):
+    kept_old = make(tmp_path, "00000000000000aa", 400, 1000)
+    kept_new = make(tmp_path, "00000000000000bb", 400, 4000)
+    other = make(tmp_path, "00000000000000cc", 400, 3000)
+    keep = tmp_path.parent / "seeded-tensors"
+    keep.write_text(f"{kept_new.name} x f 0 400\n{kept_old.name} y f 0 400\n", encoding="utf-8")
+    removed, left, kept_removed, over = prune_mod.prune_keeping(str(tmp_path), 400, {kept_old.name, kept_new.name})
+    assert removed == [str(other), str(kept_old)] and kept_removed == [str(kept_old)]
+    assert (left, over) == (400, 400) and kept_new.exists()
+
+    make(tmp_path, "00000000000000dd", 100, 5000)
+    assert prune_mod.main(["prune", f"--keep={keep}", str(tmp_path), "0"]) == 0
+    out = capsys.readouterr().out
+    assert "had to remove 1 seeded tensor(s) of the plan in force" in out and "400 bytes over the cap" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_keep_file_keeps_nothing_and_says_so(tmp_path, capsys):
+    old = make(tmp_path, "00000000000000aa", 400, 1000)
+    new = make(tmp_path, "00000000000000bb", 400, 2000)
+    assert prune_mod.main(["prune", str(tmp_path), "400", "--keep", str(tmp_path / "none")]) == 0
+    assert not old.exists() and new.exists()
+    assert "not read (No such file or directory): no seeded tensor is kept" in capsys.readouterr().out
+
+
+def test_an_incomplete_command_line_prints_the_usage(tmp_path, capsys):
+    for argv in (["prune", str(tmp_path)], ["prune", str(tmp_path), "1", "--keep"], ["prune", "a", "1", "2"]):
+        assert prune_mod.main(argv) == 2
+        assert "Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES [--keep FILE]" in capsys.readouterr().err
