@@ -409,12 +409,15 @@ def _open(url, headers, start, timeout, validate_certs, end=None):
     raise FetchError(f"too many redirects for {url}")
 
 
-def _range_total(reply, start, label):
+def _range_total(reply, start, label, end=None):
     """The file size a 206 reply states (None when it does not say), once its Content-Range is checked to start at
-    ``start``: a part from elsewhere would corrupt a resumed download or a header."""
+    ``start`` (and to end at ``end``, when given): a part from elsewhere would corrupt a resumed download, a header
+    or a tensor."""
     content_range = reply.headers.get("Content-Range", "")
-    if not content_range.startswith(f"bytes {start}-"):
-        raise FetchError(f"{label}: server answered {content_range!r} to a range from {start}")
+    expected = f"bytes {start}-" if end is None else f"bytes {start}-{end}/"
+    if not content_range.startswith(expected):
+        asked = f"from {start}" if end is None else f"{start}-{end}"
+        raise FetchError(f"{label}: server answered {content_range!r} to a range {asked}")
     total = content_range.rpartition("/")[2]
     return int(total) if total.isdigit() else None
 

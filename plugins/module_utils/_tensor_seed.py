@@ -15,23 +15,46 @@ right size and hash is left alone; otherwise the bytes are copied into a tempora
 fsynced, hashed again (a source that changed under the copy is refused) and renamed to ``<16 hex digits>``, and the
 directory is fsynced. A temporary file a killed seeder left behind is removed on the next run (the worker's verifier
 would remove it too: its name is not a hash).
+
+A tensor whose shard this host lacks is fetched from the shard's URL (``urls``, by file name) with one HTTP Range
+request for exactly its bytes (``_shard_fetch._open``, the Content-Range checked), into the same temporary name and
+then the same hash, fsync and rename. A server that ignores Range or answers another range, and a failed request,
+leave the tensor ``unavailable`` (llama-server sends it at the load): nothing beyond the tensor's bytes is read.
+
+The keep file (``keep_file``) lists the plan's tensors now in the cache, one line each, sorted, no line twice:
+``HASH NAME FILE OFFSET SIZE`` - the cache file's name (16 hex digits), the tensor's name, its shard's file name
+(both percent-encoded, so that neither holds a space), the tensor's offset in the shard and its size. The worker's
+pruner keeps the files it names (only the first field counts); a rerun takes a URL tensor's hash from it and fetches
+nothing when that cache file is there and right. Two tensors of identical bytes share a hash and so a cache file, but
+each has its line.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
+import tempfile
+import urllib.error
+import urllib.parse
 
 from ._cluster_plan import PlanError, assign_layers, is_tied, summarize, tensor_slot
-from ._fnv1a import HashError, hash_ranges
+from ._fnv1a import NAME, HashError, hash_ranges
 from ._gguf_header import merge_headers, read_header, split_paths
 from ._model_profile import CACHE_THRESHOLD_BYTES
+from ._shard_fetch import FetchError, _open, _range_total
 
 TEMP_PREFIX = ".seed-"
 COPY_CHUNK = 8 << 20
+FETCH_TIMEOUT = 60  # seconds without a byte before a Range request is given up
+KEEP_STATES = ("present", "written")
 
 
 class SeedError(Exception):
     """Seeding cannot go on; the message says what to do."""
+
+
+class RangeRefused(Exception):
+    """The server did not answer a Range request with exactly the bytes asked for (nothing of its body was read)."""
 
 
 def model_tensors(first_path):
@@ -118,6 +141,19 @@ def stale_temporaries(cache_dir):
         return []
 
 
+def _right_files(pairs, hasher=None):
+    """For each ``(path, size)``: True when ``path`` is a regular file of that size whose FNV-1a is its name."""
+    right = [os.path.isfile(p) and not os.path.islink(p) and os.path.getsize(p) == n for p, n in pairs]
+    sized = [pair for pair, ok in zip(pairs, right, strict=True) if ok]
+    if not sized:
+        return right
+    try:
+        found = iter(hash_ranges([(path, 0, size) for path, size in sized], hasher))
+    except (HashError, OSError):
+        found = iter([None] * len(sized))
+    return [ok and next(found) == os.path.basename(path) for (path, _size), ok in zip(pairs, right, strict=True)]
+
+
 def plan_seed(entries, cache_dir, hasher=None):
     """Each entry with its ``hash`` and ``state``: ``present`` (a cache file of that name, size and hash is there) or
     ``missing`` (to write). Reads the sources and existing cache files, writes nothing."""
@@ -125,21 +161,11 @@ def plan_seed(entries, cache_dir, hasher=None):
         hashes = hash_ranges([(e["file"], e["offset"], e["size"]) for e in entries], hasher)
     except (HashError, OSError) as exc:
         raise SeedError(f"cannot read a tensor's bytes: {exc}") from exc
-    planned, existing = [], []
-    for entry, digest in zip(entries, hashes, strict=True):
-        row = dict(entry, hash=digest, state="missing")
-        path = os.path.join(cache_dir, digest)
-        if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == entry["size"]:
-            existing.append((row, path))
-        planned.append(row)
-    if existing:
-        try:
-            found = hash_ranges([(path, 0, row["size"]) for row, path in existing], hasher)
-        except (HashError, OSError):
-            found = [None] * len(existing)
-        for (row, path), digest in zip(existing, found, strict=True):
-            if digest == os.path.basename(path):
-                row["state"] = "present"
+    planned = [dict(entry, hash=digest, state="missing") for entry, digest in zip(entries, hashes, strict=True)]
+    right = _right_files([(os.path.join(cache_dir, row["hash"]), row["size"]) for row in planned], hasher)
+    for row, ok in zip(planned, right, strict=True):
+        if ok:
+            row["state"] = "present"
     return planned
 
 
@@ -207,11 +233,12 @@ def seed(entries, cache_dir, hasher=None, check_mode=False):
     return rows, stale
 
 
-def locate(entries, source_dirs=None):
-    """(entries found on this host, entries not found). With ``source_dirs`` each tensor's shard is looked up by its
-    file name in those directories, in order (this host's copy of the shard), instead of at the path the list names;
-    a copy too short to hold the tensor does not count."""
-    found, missing = [], []
+def locate(entries, source_dirs=None, urls=None):
+    """(entries found on this host, entries to fetch, entries with no source). With ``source_dirs`` each tensor's
+    shard is looked up by its file name in those directories, in order (this host's copy of the shard), instead of at
+    the path the list names; a copy too short to hold the tensor does not count. A tensor not found here whose shard's
+    file name is in ``urls`` is to fetch (its entry gets ``url``); the others are ``unavailable``."""
+    found, remote, missing = [], [], []
     for entry in entries:
         name = os.path.basename(entry["file"])
         candidates = [os.path.join(d, name) for d in source_dirs] if source_dirs else [entry["file"]]
@@ -219,11 +246,188 @@ def locate(entries, source_dirs=None):
             (c for c in candidates if os.path.isfile(c) and os.path.getsize(c) >= entry["offset"] + entry["size"]),
             None,
         )
-        if path is None:
-            missing.append(dict(entry, hash=None, state="unavailable"))
+        if path is not None:
+            found.append(dict(entry, file=path, source="local"))
+        elif (urls or {}).get(name) and entry["size"] > 0:
+            remote.append(dict(entry, url=urls[name]))
         else:
-            found.append(dict(entry, file=path))
-    return found, missing
+            reason = f"no copy of {name} on this host" + (" and no URL for it" if urls else "")
+            missing.append(dict(entry, hash=None, state="unavailable", source=None, reason=reason))
+    return found, remote, missing
+
+
+def _write_all(descriptor, data, path):
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(descriptor, view) :]
+    except OSError as exc:
+        raise SeedError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def fetch_range(url, offset, size, descriptor, path, headers=None, timeout=FETCH_TIMEOUT, validate_certs=True):
+    """Exactly ``size`` bytes of ``url`` from ``offset`` into the open descriptor ``descriptor`` (the file ``path``),
+    by one Range request. Raises RangeRefused (a whole file or another range: its body is not read), FetchError (the
+    request failed) or SeedError (the bytes could not be written here)."""
+    end = offset + size - 1
+    label = os.path.basename(urllib.parse.urlsplit(url).path) or url
+    try:
+        with _open(url, headers, offset, timeout, validate_certs, end=end) as reply:
+            if reply.status != 206:
+                raise RangeRefused(f"{label}: HTTP {reply.status} to a Range request, the server ignores Range")
+            try:
+                _range_total(reply, offset, label, end=end)
+            except FetchError as exc:
+                raise RangeRefused(str(exc)) from None
+            done = 0
+            while done < size:
+                block = reply.read(min(COPY_CHUNK, size - done))
+                if not block:
+                    raise FetchError(f"{label}: the connection closed after {done} of {size} bytes")
+                _write_all(descriptor, block, path)
+                done += len(block)
+    except urllib.error.HTTPError as exc:
+        raise FetchError(f"{label}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise FetchError(f"{label}: {exc.reason}") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise FetchError(f"{label}: {exc}") from None
+
+
+def fetch_one(row, url, cache_dir, hasher=None, headers=None):
+    """Fetch one tensor's bytes from ``url`` into a temporary name, hash them, fsync, rename to the hash, fsync the
+    directory; sets the row's ``hash`` and ``state`` (``present`` when a right file of that name was there)."""
+    temporary = os.path.join(cache_dir, f"{TEMP_PREFIX}url.{os.getpid()}")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            fetch_range(url, row["offset"], row["size"], descriptor, temporary, headers)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        digest = hash_ranges([(temporary, 0, row["size"])], hasher)[0]
+        final = os.path.join(cache_dir, digest)
+        row.update(hash=digest, state="written")
+        if _right_files([(final, row["size"])], hasher)[0]:
+            row["state"] = "present"
+            return
+        os.chmod(temporary, 0o644)
+        os.rename(temporary, final)
+        _fsync_dir(cache_dir)
+    except (OSError, HashError) as exc:
+        raise SeedError(f"cannot write {temporary}: {getattr(exc, 'strerror', None) or exc}") from exc
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def seed_remote(entries, cache_dir, known=None, hasher=None, check_mode=False, headers=None):
+    """Seed ``cache_dir`` with ``locate``'s entries to fetch. A tensor whose hash ``known`` (``read_keep``) gives and
+    whose cache file of that name is right is ``present`` without a request; the others are fetched (in check mode:
+    ``missing``, hash unknown). After a failed or refused request the URL's other tensors are not tried. Returns the
+    rows (``source: url``, no ``url``) and the reasons of the URLs that refused Range."""
+    known = known or {}
+    rows = []
+    for entry in entries:
+        row = {key: value for key, value in entry.items() if key != "url"}
+        rows.append(dict(row, hash=known.get(keep_key(entry)), state="missing", source="url"))
+    hashed = [row for row in rows if row["hash"]]
+    right = _right_files([(os.path.join(cache_dir, row["hash"]), row["size"]) for row in hashed], hasher)
+    for row, ok in zip(hashed, right, strict=True):
+        row["state"] = "present" if ok else "missing"
+    for row in rows:
+        if row["state"] == "missing":
+            row["hash"] = None  # a recorded hash whose file is gone or wrong: the bytes decide again
+    if check_mode:
+        return rows, [], 0
+    check_room(rows, cache_dir)
+    failed, refused, received = {}, [], 0
+    for entry, row in zip(entries, rows, strict=True):
+        if row["state"] != "missing":
+            continue
+        url = entry["url"]
+        if url in failed:
+            row.update(state="unavailable", reason=f"not tried, an earlier request for it failed: {failed[url]}")
+            continue
+        try:
+            fetch_one(row, url, cache_dir, hasher, headers)
+            received += row["size"]
+        except (RangeRefused, FetchError) as exc:
+            failed[url] = str(exc)
+            row.update(state="unavailable", reason=str(exc))
+            if isinstance(exc, RangeRefused):
+                refused.append(str(exc))
+    return rows, refused, received
+
+
+def keep_key(entry):
+    """What identifies a tensor's bytes across runs and hosts: its shard's file name, offset and size."""
+    return os.path.basename(entry["file"]), int(entry["offset"]), int(entry["size"])
+
+
+def keep_text(rows, check_mode=False):
+    """The keep file's text for ``rows``: one ``HASH NAME FILE OFFSET SIZE`` line per tensor in the cache (or, in
+    check mode, about to be written), sorted, no line twice."""
+    states = (*KEEP_STATES, "missing") if check_mode else KEEP_STATES
+    lines = {
+        " ".join(
+            (
+                row["hash"],
+                urllib.parse.quote(row["name"], safe=""),
+                urllib.parse.quote(os.path.basename(row["file"]), safe=""),
+                str(row["offset"]),
+                str(row["size"]),
+            )
+        )
+        for row in rows
+        if row["hash"] and row["state"] in states
+    }
+    return "".join(f"{line}\n" for line in sorted(lines))
+
+
+def read_text(path):
+    """A text file's content, or None when it is not there (or not readable as text)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_keep(text):
+    """{(shard file name, offset, size): hash} from a keep file's text; lines that do not parse are left out."""
+    known = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 5 and NAME.fullmatch(fields[0]) and fields[3].isdigit() and fields[4].isdigit():
+            known[(urllib.parse.unquote(fields[2]), int(fields[3]), int(fields[4]))] = fields[0]
+    return known
+
+
+def write_text(path, text):
+    """Replace ``path`` with ``text`` atomically: a temporary name beside it, fsync, mode 0644, rename, fsync of the
+    directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise SeedError(f"{directory} is not a directory: create it before seeding with keep_file {path}")
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+    except OSError as exc:
+        raise SeedError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        try:
+            _write_all(descriptor, text.encode("utf-8"), path)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.chmod(temporary, 0o644)
+        os.rename(temporary, path)
+        _fsync_dir(directory)
+    except OSError as exc:
+        raise SeedError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
 
 
 def given_tensors(tensors):
@@ -253,11 +457,14 @@ ARGUMENT_SPEC = {
     "cache_dir": {"type": "path"},
     "source_dirs": {"type": "list", "elements": "path"},
     "hasher": {"type": "path"},
+    "keep_file": {"type": "path"},
+    "urls": {"type": "dict"},
+    "url_headers": {"type": "dict", "no_log": True},
 }
 MODULE_RULES = {
     "required_one_of": [["model", "tensors"]],
     "mutually_exclusive": [["model", "tensors"]],
-    "required_by": {"model": ["rpc", "tensor_split"]},
+    "required_by": {"model": ["rpc", "tensor_split"], "keep_file": ["cache_dir"], "urls": ["cache_dir"]},
 }
 
 
@@ -276,6 +483,74 @@ def _entries(params):
     return lists.get(params["endpoint"])
 
 
+def given_urls(urls):
+    """The ``urls`` option checked: {shard file name: http(s) URL}."""
+    checked = {}
+    for name, url in (urls or {}).items():
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise SeedError(f"urls[{name!r}] must be an http:// or https:// URL, not {url!r}")
+        if os.path.basename(name) != name:
+            raise SeedError(f"urls are keyed by a shard's file name, not a path: {name!r}")
+        checked[name] = url
+    return checked
+
+
+def _keep(params, rows, check_mode, before):
+    """The keep file's text after this run; written unless in check mode. Returns (changed, after)."""
+    after = keep_text(rows, check_mode)
+    pending = check_mode and any(row["state"] == "missing" and not row["hash"] for row in rows)
+    changed = after != before or pending
+    if after != before and not check_mode:
+        write_text(params["keep_file"], after)
+    return changed, after
+
+
+def _summary(rows):
+    """The counts of the result from the seeded rows (local and fetched; not the unavailable ones)."""
+    to_write = [row for row in rows if row["state"] in ("missing", "written")]
+    sizes = {row["hash"]: row["size"] for row in to_write if row["hash"]}
+    pending = [row for row in to_write if not row["hash"]]  # check mode: only a fetch would tell the hash
+    return {
+        "written": len(sizes) + len(pending),
+        "bytes_written": sum(sizes.values()) + sum(row["size"] for row in pending),
+        "present": sum(row["state"] == "present" for row in rows),
+        "fetched": sum(row["source"] == "url" for row in to_write),
+    }
+
+
+def _diff(params, seeded, stale, keep_before, keep_after):
+    """Diff mode: the plan's cache file names before and after (and the keep file's text, when there is one)."""
+    present = {row["hash"] for row in seeded if row["state"] == "present"}
+    header = f"{params['cache_dir']} (the plan's tensors)"
+    diff = {
+        "before": "".join(f"{name}\n" for name in sorted(present | {os.path.basename(s) for s in stale})),
+        "after": "".join(f"{name}\n" for name in sorted({row["hash"] for row in seeded if row["hash"]})),
+        "before_header": header,
+        "after_header": header,
+    }
+    if not params["keep_file"]:
+        return diff
+    keep = {"before": keep_before, "after": keep_after}
+    return [diff, dict(keep, before_header=params["keep_file"], after_header=params["keep_file"])]
+
+
+def _seed_all(module, params, hasher, keep_before):
+    """Seed from local shards, then by Range; returns (local rows, fetched rows, unavailable rows, stale temporaries,
+    URL refusals, bytes received)."""
+    urls = given_urls(params["urls"])
+    entries = _entries(params)
+    if isinstance(entries, dict):
+        return entries
+    found, remote, missing = locate(entries or [], params["source_dirs"], urls)
+    rows, stale = seed(found, params["cache_dir"], hasher, module.check_mode)
+    for row in rows:
+        row["source"] = "local"
+    fetched, refused, received = seed_remote(
+        remote, params["cache_dir"], read_keep(keep_before), hasher, module.check_mode, params["url_headers"]
+    )
+    return entries, rows, fetched, missing, stale, refused, received
+
+
 def run_module(module):
     """The module ``tensor_cache_seed``: its result dict (fails through ``module.fail_json``)."""
     params = module.params
@@ -284,40 +559,45 @@ def run_module(module):
         module.warn(f"{hasher} is not there: hashing in Python, over 100 times slower")
         hasher = None
     result = {"changed": False, "tensors": [], "written": 0, "present": 0, "unavailable": 0, "bytes_written": 0}
-    result["removed_temporaries"] = []
+    result.update(removed_temporaries=[], fetched=0, bytes_fetched=0, keep_file_changed=False)
+    keep_before = (read_text(params["keep_file"]) or "") if params["keep_file"] else ""
     try:
-        entries = _entries(params)
-        if isinstance(entries, dict):
-            counts = ", ".join(f"{e} {len(rows)}" for e, rows in entries.items())
-            return dict(result, lists=entries, msg=f"tensors over 10 MiB per endpoint: {counts}")
-        if entries is None:
-            return dict(result, msg=f"{params['endpoint']} is not in the plan ({','.join(params['rpc'])})")
-        found, missing = locate(entries, params["source_dirs"])
-        rows, stale = seed(found, params["cache_dir"], hasher, module.check_mode)
+        outcome = _seed_all(module, params, hasher, keep_before)
+        if isinstance(outcome, dict):
+            counts = ", ".join(f"{e} {len(rows)}" for e, rows in outcome.items())
+            return dict(result, lists=outcome, msg=f"tensors over 10 MiB per endpoint: {counts}")
+        entries, rows, fetched, missing, stale, refused, received = outcome
+        keep_changed, keep_after = False, keep_before
+        if params["keep_file"]:
+            keep_changed, keep_after = _keep(params, rows + fetched, module.check_mode, keep_before)
     except (PlanError, SeedError, OSError, ValueError) as exc:
         module.fail_json(msg=f"tensor cache seeding failed: {exc}")
-    to_write = [row for row in rows if row["state"] != "present"]
+    if refused:
+        module.warn(
+            f"{len(refused)} shard URL(s) did not answer a Range request with the tensor's bytes ({refused[0]}); their "
+            "tensors were not fetched (llama-server sends them at the load). Serve the shards from a server that "
+            "honours Range"
+        )
+    seeded = [row for row in rows + fetched if row["state"] != "unavailable"]
+    unavailable = [row for row in fetched if row["state"] == "unavailable"] + missing
+    counts = _summary(seeded)
     result.update(
-        changed=bool(to_write or stale),
-        tensors=rows + missing,
-        written=len({row["hash"] for row in to_write}),
-        present=len(rows) - len(to_write),
-        unavailable=len(missing),
-        bytes_written=sum({row["hash"]: row["size"] for row in to_write}.values()),
+        counts,
+        changed=bool(counts["written"] or stale or keep_changed),
+        tensors=rows + fetched + missing,
+        unavailable=len(unavailable),
+        bytes_fetched=received,
         removed_temporaries=stale,
-        msg=(
-            f"{len(entries)} tensor(s) over 10 MiB to seed: {len(rows) - len(to_write)} already cached, "
-            f"{len(to_write)} {'to write' if module.check_mode else 'written'}, {len(missing)} without a local shard "
-            "(llama-server sends those)"
-        ),
+        keep_file_changed=keep_changed,
     )
+    if entries is None:
+        result["msg"] = f"{params['endpoint']} is not in the plan ({','.join(params['rpc'])})"
+    else:
+        result["msg"] = (
+            f"{len(entries)} tensor(s) over 10 MiB to seed: {counts['present']} already cached, {counts['written']} "
+            f"{'to write' if module.check_mode else 'written'} ({counts['fetched']} of them by Range), "
+            f"{len(unavailable)} unavailable (llama-server sends those)"
+        )
     if module._diff:
-        present = sorted(row["hash"] for row in rows if row["state"] == "present")
-        wanted = sorted({row["hash"] for row in rows})
-        result["diff"] = {
-            "before": "".join(f"{name}\n" for name in sorted(set(present) | {os.path.basename(s) for s in stale})),
-            "after": "".join(f"{name}\n" for name in wanted),
-            "before_header": f"{params['cache_dir']} (the plan's tensors)",
-            "after_header": f"{params['cache_dir']} (the plan's tensors)",
-        }
+        result["diff"] = _diff(params, seeded, stale, keep_before, keep_after)
     return result

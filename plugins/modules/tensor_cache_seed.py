@@ -22,8 +22,13 @@ description:
     there with the right size and hash is left alone.
   - Without O(cache_dir) it only lists - the tensors per endpoint (RV(lists)), from the headers of O(model) - for a
     host that holds every shard (the coordinator) to hand each worker its O(tensors).
-  - A tensor whose shard this host does not hold (O(source_dirs)) is reported C(unavailable) and not seeded;
-    llama-server sends it at the load.
+  - A tensor whose shard this host does not hold (O(source_dirs)) is fetched from the shard's URL in O(urls), one
+    HTTP Range request for exactly its bytes, and written the same way. Without a URL, or when the request fails or
+    the server does not answer with that range (it ignores Range or sends another part), the tensor is reported
+    C(unavailable) and not seeded - nothing more than its bytes is read; llama-server sends it at the load.
+  - With O(keep_file) the plan's tensors now in the cache are listed there for the worker's cache pruner, which then
+    removes them only when the cap cannot hold otherwise; a rerun also reads a fetched tensor's hash from it and so
+    fetches nothing that is cached already.
 notes:
   - Hashing with O(hasher) (the C++ helper the C(llama_rpc_worker) role builds) runs at about 780 MB/s; without it
     Python hashes at about 5 MB/s.
@@ -34,7 +39,7 @@ attributes:
   check_mode:
     details: Hashes the sources and the cache files already there and reports which files would be written.
   diff_mode:
-    details: The plan's cache file names present before and after.
+    details: The plan's cache file names present before and after, and the text of O(keep_file) when given.
 options:
   model:
     description: The GGUF model on this host (shard 1 of a split; every shard beside it), whose headers say which
@@ -70,6 +75,32 @@ options:
   hasher:
     description: The C(llamarpc-fnv1a) helper; when omitted or missing, Python hashes (slow).
     type: path
+  keep_file:
+    description:
+      - A text file (written atomically, mode 0644) that lists the plan's tensors now in O(cache_dir) - C(present)
+        or C(written); not those C(unavailable). One line per tensor, sorted, no line twice -
+        C(HASH NAME FILE OFFSET SIZE) separated by single spaces - the cache file's name (16 hex digits), the
+        tensor's name, its shard's file name (both percent-encoded, so neither holds a space), the tensor's offset in
+        the shard and its size. Two tensors with identical bytes share a hash (one cache file) but each has its line.
+      - The worker's pruner (C(llamarpc_cache_prune.py --keep)) reads only the first field. Put it beside the cache
+        directory, not in it (the C(llama_rpc_worker) role - C(<cache dir>/seeded-tensors) beside C(<cache dir>/rpc)).
+      - A rerun takes the hash of a tensor to fetch from O(urls) from this file; when that cache file is there with
+        the right size and hash, nothing is fetched.
+      - Its directory must exist. Requires O(cache_dir).
+    type: path
+  urls:
+    description:
+      - Where to fetch the shards this host does not hold - a shard's file name (the basename of a tensor's C(file))
+        to an C(http://) or C(https://) URL that serves it with Range requests (the shard's URL of
+        M(llamarpc.cluster.gguf_shard_plan), a hub's resolve URL). Redirects are followed; an C(Authorization) or
+        C(Cookie) header of O(url_headers) is not sent on to another host.
+      - Each tensor is one request for its bytes (60 s without data gives up). After a failed or refused request, the
+        URL's other tensors are not tried and are C(unavailable) with a RV(tensors[].reason).
+      - Requires O(cache_dir).
+    type: dict
+  url_headers:
+    description: HTTP headers sent with the requests for O(urls) (an C(Authorization) token, say).
+    type: dict
 seealso:
   - module: llamarpc.cluster.llama_cluster_plan
 """
@@ -89,6 +120,17 @@ EXAMPLES = r"""
     cache_dir: /var/cache/llamarpc-rpc/rpc
     hasher: /usr/local/lib/llamarpc/llamarpc-fnv1a
 
+- name: Seed a worker from its own shards, the others' tensors by Range from the source, and keep the list
+  llamarpc.cluster.tensor_cache_seed:
+    tensors: "{{ seed_lists.lists['10.77.0.12:50052'] }}"
+    source_dirs: [/data/models]
+    urls: "{{ dict(shard_names | zip(shard_urls)) }}"
+    url_headers:
+      Authorization: "Bearer {{ hf_token }}"
+    cache_dir: /var/cache/llamarpc-rpc/rpc
+    keep_file: /var/cache/llamarpc-rpc/seeded-tensors
+    hasher: /usr/local/lib/llamarpc/llamarpc-fnv1a
+
 - name: Seed the worker's tensor cache for the plan
   llamarpc.cluster.tensor_cache_seed:
     model: /data/models/qwen2.5-32b-instruct-q4_k_m-00001-of-00005.gguf
@@ -101,9 +143,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 tensors:
-  description: The tensors the plan gives O(endpoint), each with C(name), C(file), C(offset) (absolute, in C(file)),
-    C(size), C(hash) and C(state) (C(present), C(written), C(missing) in check mode, or C(unavailable) - no local
-    shard).
+  description:
+    - The tensors the plan gives O(endpoint), each with C(name), C(file), C(offset) (absolute, in C(file)), C(size),
+      C(hash), C(state) - C(present), C(written), C(missing) in check mode, or C(unavailable) (not seeded) - and
+      C(source) - C(local) (this host's shard), C(url) (fetched by Range from O(urls)) or null (unavailable, no source).
+    - An C(unavailable) tensor has a C(reason) (no local shard and no URL, the request failed, the server ignored
+      Range). A tensor to fetch in check mode has a null C(hash) unless O(keep_file) recorded it.
   returned: always
   type: list
   elements: dict
@@ -114,6 +159,7 @@ tensors:
       size: 178257920
       hash: 5d2f31b0b4c1e6a3
       state: written
+      source: local
 written:
   description: Cache files written (in check mode, to write).
   returned: always
@@ -123,9 +169,22 @@ present:
   returned: always
   type: int
 unavailable:
-  description: Tensors whose shard this host does not hold (not seeded).
+  description: Tensors not seeded - their shard is not on this host and no URL gave their bytes.
   returned: always
   type: int
+fetched:
+  description: Cache files written from bytes fetched by Range (in check mode, tensors to fetch); part of RV(written).
+  returned: always
+  type: int
+bytes_fetched:
+  description: Bytes received by Range requests (0 in check mode).
+  returned: always
+  type: int
+keep_file_changed:
+  description: Whether O(keep_file)'s text changed (in check mode, would change - always when a tensor is to be
+    fetched, its hash unknown until then); false without O(keep_file).
+  returned: always
+  type: bool
 lists:
   description: Without O(cache_dir) - per endpoint of O(rpc), its tensors over 10 MiB (C(name), C(file), C(offset),
     C(size)).

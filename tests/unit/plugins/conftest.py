@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Scripted ggml RPC servers on loopback for the rpc_endpoint_facts tests.
+"""Scripted ggml RPC servers on loopback for the rpc_endpoint_facts tests, and an HTTP server with Range for the
+tests that fetch byte ranges of shards.
 
 Every server binds 127.0.0.1 (or ::1) on an ephemeral port, runs in a daemon thread, serves one
 connection at a time like the real worker, and records what it saw: the commands, and how each client
@@ -10,11 +11,13 @@ went away (``rst``: reset, ``fin``: orderly close, ``open``: still connected whe
 
 from __future__ import annotations
 
+import http.server
 import shutil
 import socket
 import struct
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -260,3 +263,90 @@ def hasher(tmp_path_factory):
     source = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
     subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
     return str(out)
+
+
+class RangeServer(http.server.ThreadingHTTPServer):
+    """Serves the files of ``root`` on loopback. ``requests`` records each request as it arrives (path, Range header,
+    Authorization header), ``log`` each reply once sent (path, Range header, bytes of body sent): read it through
+    ``settled``, since a client may go on before the handler has noted its last bytes."""
+
+    def __init__(self, root, honour_range=True, wrong_start=False):
+        super().__init__(("127.0.0.1", 0), RangeHandler)
+        self.root = Path(root)
+        self.honour_range = honour_range
+        self.wrong_start = wrong_start  # answer every range as if it started at byte 0
+        self.requests = []
+        self.log = []
+        self.lock = threading.Lock()
+
+    def settled(self, timeout=10.0):
+        """``log`` once every request that arrived has its entry."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                if len(self.log) >= len(self.requests) or time.monotonic() > deadline:
+                    return list(self.log)
+            time.sleep(0.01)
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - the http.server interface
+        with self.server.lock:
+            self.server.requests.append((self.path, self.headers.get("Range"), self.headers.get("Authorization")))
+        path = self.server.root / self.path.lstrip("/")
+        wanted = self.headers.get("Range")
+        if not path.is_file():
+            self.send_error(404)
+            with self.server.lock:
+                self.server.log.append((self.path, wanted, 0))
+            return
+        data = path.read_bytes()
+        if wanted and self.server.honour_range:
+            first, _dash, last = wanted.removeprefix("bytes=").partition("-")
+            start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.end_headers()
+                body = b""
+            else:
+                body = data[start : end + 1]
+                self.send_response(206)
+                shown = 0 if self.server.wrong_start else start
+                self.send_header("Content-Range", f"bytes {shown}-{end}/{len(data)}")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+        else:
+            body = data
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+        sent = 0
+        try:
+            for offset in range(0, len(body), 1 << 16):
+                self.wfile.write(body[offset : offset + (1 << 16)])
+                sent += len(body[offset : offset + (1 << 16)])
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader closed after what it needed
+        with self.server.lock:
+            self.server.log.append((self.path, wanted, sent))
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def range_server():
+    """``range_server(root, honour_range=True, wrong_start=False) -> RangeServer``, started; stopped after the test."""
+    servers = []
+
+    def start(root, honour_range=True, wrong_start=False):
+        server = RangeServer(root, honour_range, wrong_start)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

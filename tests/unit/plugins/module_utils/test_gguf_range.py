@@ -1,13 +1,11 @@
 """Reading GGUF headers over HTTP Range (the plan before deploy) against a Range-capable server on loopback.
 
-The server records every request's Range header and the bytes it sent, so the tests can show that only header
-bytes cross the network: never a shard's tensor data.
+The server (conftest's ``range_server``) records every request's Range header and the bytes it sent, so the tests
+can show that only header bytes cross the network: never a shard's tensor data.
 """
 
 from __future__ import annotations
 
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,77 +15,14 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_head
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
 
 
-class RangeServer(http.server.ThreadingHTTPServer):
-    def __init__(self, root, honour_range=True, wrong_start=False):
-        super().__init__(("127.0.0.1", 0), RangeHandler)
-        self.root = Path(root)
-        self.honour_range = honour_range
-        self.wrong_start = wrong_start  # answer every range as if it started at byte 0
-        self.log = []  # (path, Range header or None, bytes of body sent)
-        self.lock = threading.Lock()
-
-
-class RangeHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - the http.server interface
-        path = self.server.root / self.path.lstrip("/")
-        if not path.is_file():
-            self.send_error(404)
-            return
-        data = path.read_bytes()
-        wanted = self.headers.get("Range")
-        if wanted and self.server.honour_range:
-            first, _dash, last = wanted.removeprefix("bytes=").partition("-")
-            start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
-            if start >= len(data):
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(data)}")
-                self.end_headers()
-                body = b""
-            else:
-                body = data[start : end + 1]
-                self.send_response(206)
-                shown = 0 if self.server.wrong_start else start
-                self.send_header("Content-Range", f"bytes {shown}-{end}/{len(data)}")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-        else:
-            body = data
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-        sent = 0
-        try:
-            for offset in range(0, len(body), 1 << 16):
-                self.wfile.write(body[offset : offset + (1 << 16)])
-                sent += len(body[offset : offset + (1 << 16)])
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the reader closed after what it needed
-        with self.server.lock:
-            self.server.log.append((self.path, wanted, sent))
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("model"), preset="tiny", shards=3, seed=2)
 
 
 @pytest.fixture
-def serve(model):
-    servers = []
-
-    def start(honour_range=True, wrong_start=False):
-        server = RangeServer(Path(model["files"][0]["path"]).parent, honour_range, wrong_start)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def serve(model, range_server):
+    return lambda **how: range_server(Path(model["files"][0]["path"]).parent, **how)
 
 
 def shards_of(model, server):
@@ -114,7 +49,7 @@ def test_only_header_bytes_are_asked_for_and_windows_grow(model, serve):
     # Shard 1 holds the tokenizer: a header of tens of kB, read in a few requests of doubling size.
     assert first["header_bytes"] > 8 * window
     assert 2 <= first["requests"] <= 8
-    for path, wanted, sent in server.log:
+    for path, wanted, sent in server.settled():
         name = path.lstrip("/")
         read = next(read for read in reads if read["name"] == name)
         start, _dash, end = wanted.removeprefix("bytes=").partition("-")
@@ -128,7 +63,7 @@ def test_only_header_bytes_are_asked_for_and_windows_grow(model, serve):
         assert read["received"] < size[read["name"]] / 10, read
     sizes = [
         int(w.removeprefix("bytes=").partition("-")[2]) - int(w.removeprefix("bytes=").partition("-")[0]) + 1
-        for p, w, s in server.log
+        for p, w, s in server.settled()
         if p.endswith(model["files"][0]["name"])
     ]
     assert sizes == sorted(sizes) and sizes[-1] > sizes[0], sizes

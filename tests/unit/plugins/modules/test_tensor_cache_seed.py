@@ -1,9 +1,10 @@
 """tensor_cache_seed: check mode -> apply -> apply again (unchanged) -> check mode (unchanged), with a diff; an
-endpoint the plan does not use has nothing to seed; errors are messages."""
+endpoint the plan does not use has nothing to seed; the keep file lists what is cached; errors are messages."""
 
 from __future__ import annotations
 
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,63 @@ def test_incomplete_input_is_refused(run_module, args, change, message):
     given = {k: v for k, v in given.items() if v is not None}
     out = run_module(tensor_cache_seed, given)
     assert out.failed and message in out.result["msg"]
+
+
+def keep_lines(tensors):
+    return sorted(
+        f"{t['hash']} {t['name']} {Path(t['file']).name} {t['offset']} {t['size']}"
+        for t in tensors
+        if t["state"] in ("present", "written")
+    )
+
+
+def test_the_keep_file_lists_the_plans_cached_tensors_and_is_kept_right(run_module, args, tmp_path):
+    keep = tmp_path / "seeded-tensors"  # beside the cache directory (tmp_path/rpc), not in it
+    given = dict(args, keep_file=str(keep))
+    first = run_module(tensor_cache_seed, given, check_mode=True).result
+    assert first["changed"] and first["keep_file_changed"] and not keep.exists()
+    _cache_diff, keep_diff = first["diff"]
+    assert keep_diff["before"] == "" and keep_diff["before_header"] == str(keep)
+
+    applied = run_module(tensor_cache_seed, given).result
+    assert applied["changed"] and applied["keep_file_changed"]
+    text = keep.read_text(encoding="utf-8")
+    assert text == keep_diff["after"] == "".join(f"{line}\n" for line in keep_lines(applied["tensors"]))
+    assert {line.split()[0] for line in text.splitlines()} == {p.name for p in Path(args["cache_dir"]).iterdir()}
+    assert stat.S_IMODE(keep.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rpc", "seeded-tensors"]  # no temporary left
+
+    for check in (True, False):
+        again = run_module(tensor_cache_seed, given, check_mode=check).result
+        assert not again["changed"] and not again["keep_file_changed"]
+        assert again["diff"][1]["before"] == again["diff"][1]["after"] == text
+    keep.write_text("0123456789abcdef blk.0.x other.gguf 0 1\n", encoding="utf-8")
+    mended = run_module(tensor_cache_seed, given).result
+    assert mended["changed"] and mended["keep_file_changed"] and mended["written"] == 0
+    assert keep.read_text(encoding="utf-8") == text
+
+
+def test_the_keep_file_leaves_out_unavailable_tensors_and_empties_for_an_endpoint_outside_the_plan(
+    run_module, args, model, tmp_path
+):
+    listing = {"model": model, "rpc": "127.0.0.1:2", "tensor_split": "1"}
+    mine = run_module(tensor_cache_seed, listing).result["lists"]["127.0.0.1:2"]
+    second = sorted({t["file"] for t in mine})[1]
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    shutil.copy(second, disk)
+    keep = tmp_path / "seeded-tensors"
+    seeding = {"tensors": mine, "source_dirs": [str(disk)], "cache_dir": args["cache_dir"], "keep_file": str(keep)}
+    out = run_module(tensor_cache_seed, dict(seeding, hasher=args["hasher"])).result
+    assert 0 < out["unavailable"] < len(mine)
+    lines = keep.read_text(encoding="utf-8").splitlines()
+    assert lines == keep_lines(out["tensors"]) and len(lines) == len(mine) - out["unavailable"]
+    assert all(Path(second).name in line for line in lines)
+
+    outside = run_module(tensor_cache_seed, dict(args, endpoint="127.0.0.1:9", keep_file=str(keep))).result
+    assert outside["changed"] and outside["keep_file_changed"] and keep.read_text(encoding="utf-8") == ""
+
+
+def test_a_keep_file_in_a_missing_directory_is_refused(run_module, args, tmp_path):
+    out = run_module(tensor_cache_seed, dict(args, keep_file=str(tmp_path / "none" / "seeded-tensors")))
+    assert out.failed and "create it before seeding with keep_file" in out.result["msg"]
