@@ -325,7 +325,7 @@ def seed_remote(entries, cache_dir, known=None, hasher=None, check_mode=False, h
     """Seed ``cache_dir`` with ``locate``'s entries to fetch. A tensor whose hash ``known`` (``read_keep``) gives and
     whose cache file of that name is right is ``present`` without a request; the others are fetched (in check mode:
     ``missing``, hash unknown). After a failed or refused request the URL's other tensors are not tried. Returns the
-    rows (``source: url``, no ``url``) and the reasons of the URLs that refused Range."""
+    rows (``source: url``, no ``url``), the reasons of the URLs that refused Range and the bytes received."""
     known = known or {}
     rows = []
     for entry in entries:
@@ -543,8 +543,6 @@ def _seed_all(module, params, hasher, keep_before):
         return entries
     found, remote, missing = locate(entries or [], params["source_dirs"], urls)
     rows, stale = seed(found, params["cache_dir"], hasher, module.check_mode)
-    for row in rows:
-        row["source"] = "local"
     fetched, refused, received = seed_remote(
         remote, params["cache_dir"], read_keep(keep_before), hasher, module.check_mode, params["url_headers"]
     )

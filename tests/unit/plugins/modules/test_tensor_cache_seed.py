@@ -3,6 +3,8 @@ endpoint the plan does not use has nothing to seed; the keep file lists what is 
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -13,6 +15,8 @@ from tiny_gguf import generate
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed
 from ansible_collections.llamarpc.cluster.plugins.modules import tensor_cache_seed
+
+REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +186,20 @@ def test_the_keep_file_leaves_out_unavailable_tensors_and_empties_for_an_endpoin
 def test_a_keep_file_in_a_missing_directory_is_refused(run_module, args, tmp_path):
     out = run_module(tensor_cache_seed, dict(args, keep_file=str(tmp_path / "none" / "seeded-tensors")))
     assert out.failed and "create it before seeding with keep_file" in out.result["msg"]
+
+
+def test_the_workers_pruner_keeps_what_the_keep_file_lists(run_module, args, tmp_path, capsys):
+    script = REPO / "roles/llama_rpc_worker/files/llamarpc_cache_prune.py"
+    spec = importlib.util.spec_from_file_location("llamarpc_cache_prune", script)
+    pruner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pruner)
+    keep = tmp_path / "seeded-tensors"
+    out = run_module(tensor_cache_seed, dict(args, keep_file=str(keep))).result
+    cache = Path(args["cache_dir"])
+    plan = {p.name: p.stat().st_size for p in cache.iterdir()}
+    for name in plan:
+        os.utime(cache / name, (1, 1))  # the plan's files are the least recently used
+    (cache / "0123456789abcdef").write_bytes(b"\0" * 1000)  # another plan's tensor, used since
+    assert pruner.main(["prune", str(cache), str(sum(plan.values())), "--keep", str(keep)]) == 0
+    assert {p.name for p in cache.iterdir()} == set(plan) == {t["hash"] for t in out["tensors"]}
+    assert "seeded" not in capsys.readouterr().out
