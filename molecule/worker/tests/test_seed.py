@@ -84,7 +84,9 @@ def deploy(tmp_path, model, seed):
     assert done.returncode == 0 and recap(done.stdout), done.stdout[-4000:]
     plan = json.loads(lab("node1").check_output("cat /etc/llamarpc/coordinator/plan.json"))
     by_address = {address(name): name for name in hosts()}
-    output_worker = by_address[plan["plan"]["rpc"][-1].rsplit(":", 1)[0]]
+    rpc = plan["plan"]["rpc"]
+    rpc = rpc.split(",") if isinstance(rpc, str) else rpc
+    output_worker = by_address[rpc[-1].rsplit(":", 1)[0]]
     journal = lab(output_worker).check_output(f"journalctl -u {WORKER} --since @{since} -o cat --no-pager")
     cache = lab(output_worker).check_output(f"ls {CACHE}/rpc").split()
     keep = lab(output_worker).run(f"cat {CACHE}/seeded-tensors").stdout
