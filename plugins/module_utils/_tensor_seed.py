@@ -236,14 +236,22 @@ def seed(entries, cache_dir, hasher=None, check_mode=False):
 def locate(entries, source_dirs=None, urls=None):
     """(entries found on this host, entries to fetch, entries with no source). With ``source_dirs`` each tensor's
     shard is looked up by its file name in those directories, in order (this host's copy of the shard), instead of at
-    the path the list names; a copy too short to hold the tensor does not count. A tensor not found here whose shard's
-    file name is in ``urls`` is to fetch (its entry gets ``url``); the others are ``unavailable``."""
+    the path the list names; a copy too short to hold the tensor does not count, and in ``source_dirs`` neither does a
+    symbolic link (the coordinator's link to a shard on another host's SSHFS mount: a hung mount would hang the seeding,
+    and those bytes are not this host's). A tensor not found here whose shard's file name is in ``urls`` is to fetch
+    (its entry gets ``url``); the others are ``unavailable``."""
     found, remote, missing = [], [], []
     for entry in entries:
         name = os.path.basename(entry["file"])
         candidates = [os.path.join(d, name) for d in source_dirs] if source_dirs else [entry["file"]]
         path = next(
-            (c for c in candidates if os.path.isfile(c) and os.path.getsize(c) >= entry["offset"] + entry["size"]),
+            (
+                c
+                for c in candidates
+                if not (source_dirs and os.path.islink(c))
+                and os.path.isfile(c)
+                and os.path.getsize(c) >= entry["offset"] + entry["size"]
+            ),
             None,
         )
         if path is not None:

@@ -96,10 +96,12 @@ def test_the_coordinator_lists_and_a_worker_seeds_what_its_own_disk_holds(run_mo
     shards = sorted({t["file"] for t in mine})
     assert len(shards) == 2, shards
 
-    # The worker holds the second shard only, in a directory of its own.
+    # The worker holds the second shard only, in a directory of its own. The first is a link there, as on the
+    # coordinator where it leads into another host's SSHFS mount: those bytes are not this host's, not a source.
     disk = tmp_path / "disk"
     disk.mkdir()
     shutil.copy(shards[1], disk)
+    (disk / Path(shards[0]).name).symlink_to(shards[0])
     seeding = {"tensors": mine, "source_dirs": [str(disk)], "cache_dir": args["cache_dir"], "hasher": args["hasher"]}
     out = run_module(tensor_cache_seed, seeding).result
     held = [t for t in mine if t["file"] == shards[1]]
