@@ -95,7 +95,7 @@ options:
         M(llamarpc.cluster.gguf_shard_plan), a hub's resolve URL). Redirects are followed; an C(Authorization) or
         C(Cookie) header of O(url_headers) is not sent on to another host.
       - Each tensor is one request for its bytes (60 s without data gives up). After a failed or refused request, the
-        URL's other tensors are not tried and are C(unavailable) with a RV(tensors[].reason).
+        URL's other tensors are not tried and are C(unavailable) with a C(reason) in RV(tensors).
       - Requires O(cache_dir).
     type: dict
   url_headers:
