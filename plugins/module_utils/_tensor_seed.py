@@ -214,6 +214,8 @@ def seed(entries, cache_dir, hasher=None, check_mode=False):
     """Seed ``cache_dir`` with ``entries`` (``seed_lists``' dicts). Returns the rows (``state`` ``present``,
     ``written`` or, in check mode, ``missing``) and the stale temporaries removed (or to remove)."""
     if not os.path.isdir(cache_dir):
+        if check_mode:  # a check run before the worker role made it: every tensor is to write
+            return plan_seed(entries, cache_dir, hasher), []
         raise SeedError(f"{cache_dir} is not a directory: the worker role creates the cache directory first")
     stale = stale_temporaries(cache_dir)
     rows = plan_seed(entries, cache_dir, hasher)

@@ -59,6 +59,16 @@ def test_check_apply_apply_check(run_module, args):
         assert again["diff"]["before"] == again["diff"]["after"] == first["diff"]["after"]
 
 
+def test_check_mode_before_the_worker_role_made_the_cache_reports_every_tensor_to_write(run_module, args, tmp_path):
+    """A check run on a fresh worker: the role would create the cache directory in this run, so it is not there yet."""
+    fresh = dict(args, cache_dir=str(tmp_path / "not-yet" / "rpc"))
+    out = run_module(tensor_cache_seed, fresh, check_mode=True).result
+    assert out["changed"] and out["written"] > 0 and out["present"] == 0
+    assert not (tmp_path / "not-yet").exists()
+    # A real run still needs the directory.
+    assert "is not a directory" in run_module(tensor_cache_seed, fresh).result["msg"]
+
+
 def test_an_endpoint_outside_the_plan_has_nothing_to_seed(run_module, args):
     out = run_module(tensor_cache_seed, dict(args, endpoint="127.0.0.1:9")).result
     assert not out["changed"] and out["tensors"] == [] and "not in the plan" in out["msg"]
