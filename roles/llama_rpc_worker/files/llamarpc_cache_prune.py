@@ -85,7 +85,9 @@ def parse(argv):
             keep = arg.partition("=")[2]
         else:
             args.append(arg)
-    return (*args, keep) if len(args) == 2 else None
+    if len(args) != 2:
+        return None
+    return args[0], args[1], keep
 
 
 def main(argv):
