@@ -26,3 +26,12 @@ def real_model():
         timeout=900,
     )
     return json.loads(out.stdout)["path"]
+
+
+@pytest.fixture(scope="session")
+def hasher(tmp_path_factory):
+    """The FNV-1a helper built from the worker role's source, as the role builds it on a host (one build per run)."""
+    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
+    source = REPO / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
+    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
+    return str(out)

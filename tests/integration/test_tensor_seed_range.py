@@ -41,14 +41,6 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hasher(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
-    source = REPO / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
-    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def mine(model):
     """One worker with every layer: its tensors over the threshold, from both shards."""
     tensors, n_layer = ts.model_tensors(model["files"][0]["path"])

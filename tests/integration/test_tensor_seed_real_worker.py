@@ -33,14 +33,6 @@ LOOPBACK = identity.LOOPBACK
 MARKER = b"\x0e"
 
 
-@pytest.fixture(scope="module")
-def hasher(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hasher") / "llamarpc-fnv1a"
-    source = REPO / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
-    subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
-    return str(out)
-
-
 class Proxy:
     """The collection's proxy with no delay, counting the bytes of every connection (``--report``)."""
 
