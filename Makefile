@@ -8,14 +8,17 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 PLAYBOOK := $(BIN)/ansible-playbook
 # Every scenario, one after another (`make molecule`; one alone: `make molecule SCENARIOS=worker`).
 SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
-# `make test` runs the lint and unit tests beside `worker` first (it builds llama.cpp for the others; the checks take
-# the other core), then these lanes at once, each lane's
-# scenarios one after another (tools/molecule_lanes.sh; logs in tests/output/molecule/); `make:integration` runs the
-# integration tests (which use that build) in a lane of their own, then `make:matrix`: unit and sanity tests on the
-# older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the newest, 2.21 on
-# Python 3.13, for everything else: tools/ansible_versions.sh).
-FIRST_LANES ?= "make:lint make:unit" "worker"
-LANES ?= "cluster" "shards default" "lsyncd mesh controller_user" "make:integration make:matrix"
+# `make test` runs its lanes through tools/molecule_lanes.sh (logs in tests/output/molecule/), each lane's items one
+# after another (a scenario, SCENARIO:STEP,... for some of its molecule steps, or make:TARGET). First the worker
+# scenario up to its converge, which builds llama.cpp once into the controller's cache (a fresh machine spends most of
+# its first quarter hour there); beside it, from the start, the checks and the one scenario that needs no build
+# (BESIDE_LANES). Once the build is in the cache, the LANES, all at once: the rest of the worker scenario on its lab,
+# the other scenarios, `make:integration` (the integration tests, which use that build), then `make:matrix`: unit and
+# sanity tests on the older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the
+# newest, 2.21 on Python 3.13, for everything else: tools/ansible_versions.sh).
+BESIDE_LANES ?= "make:lint make:unit lsyncd"
+FIRST_LANES ?= "worker:destroy,converge"
+LANES ?= "cluster" "worker:idempotence,verify,destroy shards" "default mesh controller_user" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 comma := ,
@@ -97,7 +100,7 @@ molecule:
 	done
 
 molecule-lanes:
-	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh $(FIRST_LANES) -- $(LANES)
+	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh --beside $(BESIDE_LANES) --first $(FIRST_LANES) --then $(LANES)
 
 # The demo on a seed-shaped 6-host lab with the self-healing and fault-matrix tests alone (part of `make test` too).
 test-cluster: setup

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# `make test`'s checks and molecule scenarios, in two phases of lanes. Each argument is a lane: its items (scenario
-# names, or "make:TARGET" to run `make TARGET` there) one after another; all lanes of a phase at once. The lanes before
-# "--" run first (worker among them: it builds llama.cpp, which every later scenario and the integration tests reuse
-# from the controller's cache; lint and unit tests beside it, on the other core), the lanes after it once they all
-# passed. Every scenario has its own lab (bridge, subnet), and most of a scenario's time is spent waiting on its hosts,
-# so lanes share two cores well.
-# Each lane logs to tests/output/molecule/lane-N.log (phase 1: first-N.log); a lane's log is printed when it ends,
-# whole if it failed, else its step lines and test summaries.
-#   tools/molecule_lanes.sh "make:lint make:unit" worker -- "cluster default" "lsyncd shards mesh" "make:integration"
+# `make test`'s checks and molecule scenarios, in lanes. Each argument is a lane: its items one after another, every
+# lane of a group at once. An item is a scenario name (`molecule test -s NAME`), NAME:STEP,STEP... (those molecule steps
+# alone, in that order, on the scenario's lab: a scenario's test sequence can be cut in two across the phases), or
+# make:TARGET (`make TARGET`).
+#   tools/molecule_lanes.sh [--beside LANE...] [--first] LANE... --then LANE...   ("--" is --then)
+# The first lanes build what the later ones use (the worker scenario's converge builds llama.cpp once into the
+# controller's cache); the lanes after --then start once the first lanes all passed. A --beside lane starts with the
+# first lanes and does not hold the later ones back (checks and scenarios that need no build); the run passes when
+# every lane passed, and no later lane starts once a lane has failed. Every scenario has its own lab (bridge, subnet),
+# and most of a scenario's time is spent waiting on its hosts, so lanes share two cores well.
+# Logs: tests/output/molecule/{beside,first,lane}-N.log; a lane's log is printed when it ends, whole if it failed, else
+# its step lines and test summaries.
+#   tools/molecule_lanes.sh --beside "make:lint make:unit lsyncd" --first worker:destroy,converge --then cluster \
+#     "worker:idempotence,verify,destroy shards" "make:integration"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 molecule=${MOLECULE:-.venv/bin/molecule}
@@ -24,52 +29,87 @@ step_clock() {  # scenario start : pass molecule's output through, and time each
     }'
 }
 
-run_scenarios() {  # scenario or make:TARGET... : one after another, stop at the first failure
-  local scenario start
-  for scenario in "$@"; do
+run_item() {  # item start : one lane item (see the header)
+  local item=$1 start=$2 scenario step steps
+  if [[ $item == make:* ]]; then
+    echo "=== make ${item#make:}"
+    make --no-print-directory "${item#make:}"
+  elif [[ $item == *:* ]]; then
+    scenario=${item%%:*}
+    IFS=, read -ra steps <<< "${item#*:}"
+    echo "=== molecule scenario $scenario, steps ${steps[*]}"
+    for step in "${steps[@]}"; do
+      PYTHONUNBUFFERED=1 "$molecule" "$step" -s "$scenario" 2>&1 | step_clock "$scenario" "$start" || return 1
+    done
+  else
+    echo "=== molecule scenario $item"
+    PYTHONUNBUFFERED=1 "$molecule" test -s "$item" 2>&1 | step_clock "$item" "$start"
+  fi
+}
+
+run_items() {  # item... : one after another, stop at the first failure
+  local item start
+  for item in "$@"; do
     start=$(date +%s)
-    if [[ $scenario == make:* ]]; then
-      echo "=== make ${scenario#make:}"
-      make --no-print-directory "${scenario#make:}"
-    else
-      echo "=== molecule scenario $scenario"
-      PYTHONUNBUFFERED=1 "$molecule" test -s "$scenario" 2>&1 | step_clock "$scenario" "$start"
-    fi || { echo "=== $scenario FAILED after $(( $(date +%s) - start )) s"; return 1; }
-    echo "=== $scenario passed in $(( $(date +%s) - start )) s"
+    run_item "$item" "$start" || { echo "=== $item FAILED after $(( $(date +%s) - start )) s"; return 1; }
+    echo "=== $item passed in $(( $(date +%s) - start )) s"
   done
 }
 
-run_lanes() {  # log-prefix lane... : every lane at once; 0 when all passed
-  local prefix=$1 lane index status=0
+pids=() names=() tags=()
+start_lanes() {  # log-prefix lane... : start every lane in the background
+  local prefix=$1 lane index=0
   shift
-  local pids=() names=()
   for lane in "$@"; do
-    index=${#pids[@]}
-    # shellcheck disable=SC2086 # a lane is a space-separated list of scenario names
-    run_scenarios $lane > "$logs/$prefix-$index.log" 2>&1 &
-    pids+=("$!") names+=("$lane")
+    # shellcheck disable=SC2086 # a lane is a space-separated list of items
+    run_items $lane > "$logs/$prefix-$index.log" 2>&1 &
+    pids+=("$!") names+=("$lane") tags+=("$prefix-$index")
     echo "=== lane $prefix-$index started: $lane (log $logs/$prefix-$index.log)"
+    index=$((index + 1))
   done
-  for index in "${!pids[@]}"; do
-    if wait "${pids[$index]}"; then
-      echo "=== lane $prefix-$index passed: ${names[$index]}"
-      # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
-      grep -E '^=== |=+ .*[0-9]+ (passed|failed|error).* in [0-9.]+s' "$logs/$prefix-$index.log"
-    else
-      status=1
-      echo "=== lane $prefix-$index FAILED: ${names[$index]}; its log:"
-      cat "$logs/$prefix-$index.log"
-    fi
-  done
-  return $status
 }
 
-first=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do first+=("$1"); shift; done
-[ $# -gt 0 ] && shift
+failed=0
+wait_lane() {  # index : wait for that lane and report it; 1 if it failed
+  local index=$1
+  if wait "${pids[$index]}"; then
+    echo "=== lane ${tags[$index]} passed: ${names[$index]}"
+    # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
+    grep -E '^=== |=+ .*[0-9]+ (passed|failed|error).* in [0-9.]+s' "$logs/${tags[$index]}.log"
+  else
+    failed=1
+    echo "=== lane ${tags[$index]} FAILED: ${names[$index]}; its log:"
+    cat "$logs/${tags[$index]}.log"
+    return 1
+  fi
+}
+
+beside=() first=() later=() group=first
+for arg in "$@"; do
+  case $arg in
+    --beside) group=beside ;;
+    --first) group=first ;;
+    --then | --) group=later ;;
+    *) case $group in beside) beside+=("$arg") ;; first) first+=("$arg") ;; *) later+=("$arg") ;; esac ;;
+  esac
+done
 phase=$(date +%s)
-run_lanes first "${first[@]}" || exit 1
+start_lanes beside "${beside[@]}"
+reported=() # lanes already waited for
+held=${#pids[@]}  # the beside lanes are pids[0..held-1]
+start_lanes first "${first[@]}"
+for ((index = held; index < ${#pids[@]}; index++)); do wait_lane "$index"; reported+=("$index"); done
 echo "=== phase 1 (${first[*]}) took $(( $(date +%s) - phase )) s"
-phase=$(date +%s)
-run_lanes lane "$@" || exit 1
+# A beside lane that has already ended is reported now: one that failed stops the run before the later lanes.
+for ((index = 0; index < held; index++)); do
+  if ! kill -0 "${pids[$index]}" 2>/dev/null; then wait_lane "$index"; reported+=("$index"); fi
+done
+if [ "$failed" = 0 ]; then
+  phase=$(date +%s)
+  start_lanes lane "${later[@]}"
+fi
+for ((index = 0; index < ${#pids[@]}; index++)); do
+  [[ " ${reported[*]} " == *" $index "* ]] || wait_lane "$index"
+done
+[ "$failed" = 0 ] || exit 1
 echo "=== phase 2 took $(( $(date +%s) - phase )) s"

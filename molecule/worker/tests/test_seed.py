@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from labtest import REPO, address, lab, recap, run_ansible
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+
 MODEL_DIR = "/data/models/seedtest"
 CACHE = "/var/cache/llamarpc/rpc-worker"
 HASHER = "/usr/local/lib/llamarpc/llamarpc-fnv1a"
@@ -101,7 +103,7 @@ def loads(tmp_path_factory):
             str(REPO / "tools/real_model.py"),
             "fetch",
             "--out",
-            str(Path.home() / ".cache/llamarpc/real-model"),
+            _paths.user_path("real-model"),
         ],
         capture_output=True,
         text=True,
