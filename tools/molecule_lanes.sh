@@ -6,12 +6,13 @@
 #   tools/molecule_lanes.sh [--beside LANE...] [--first] LANE... --then LANE...   ("--" is --then)
 # The first lanes build what the later ones use (the worker scenario's converge builds llama.cpp once into the
 # controller's cache); the lanes after --then start once the first lanes all passed. A --beside lane starts with the
-# first lanes and does not hold the later ones back (checks and scenarios that need no build); the run passes when
-# every lane passed, and no later lane starts once a lane has failed. Every scenario has its own lab (bridge, subnet),
+# first lanes and does not hold the later ones back (the checks); it runs at nice 10, so that the build, which the
+# rest waits for, gets the cores first. The run passes when every lane passed, and no later lane starts once a lane
+# has failed. Every scenario has its own lab (bridge, subnet),
 # and most of a scenario's time is spent waiting on its hosts, so lanes share two cores well.
 # Logs: tests/output/molecule/{beside,first,lane}-N.log; a lane's log is printed when it ends, whole if it failed, else
 # its step lines and test summaries.
-#   tools/molecule_lanes.sh --beside "make:lint make:unit lsyncd" --first worker:destroy,converge --then cluster \
+#   tools/molecule_lanes.sh --beside "make:lint make:unit" --first worker:destroy,converge --then cluster \
 #     "worker:idempotence,verify,destroy shards" "make:integration"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -62,7 +63,11 @@ start_lanes() {  # log-prefix lane... : start every lane in the background
   shift
   for lane in "$@"; do
     # shellcheck disable=SC2086 # a lane is a space-separated list of items
-    run_items $lane > "$logs/$prefix-$index.log" 2>&1 &
+    if [ "$prefix" = beside ]; then
+      (renice -n 10 -p "$BASHPID" > /dev/null; run_items $lane) > "$logs/$prefix-$index.log" 2>&1 &
+    else
+      run_items $lane > "$logs/$prefix-$index.log" 2>&1 &
+    fi
     pids+=("$!") names+=("$lane") tags+=("$prefix-$index")
     echo "=== lane $prefix-$index started: $lane (log $logs/$prefix-$index.log)"
     index=$((index + 1))
