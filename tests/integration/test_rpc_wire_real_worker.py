@@ -114,7 +114,7 @@ def complete(port, n):
     return answer["timings"]
 
 
-def measure(bin_dir, model, workdir, workers, delay_ms):  # noqa: F811 (the fixture's value)
+def measure(bin_dir, model, workdir, workers, delay_ms, split="layer"):  # noqa: F811 (the fixture's value)
     """Two rounds of (N1, N2) completions through the proxy; per round and route the per-token counters."""
     ports = [_llama_smoke.free_port() for _i in range(workers)]
     started = []
@@ -129,7 +129,7 @@ def measure(bin_dir, model, workdir, workers, delay_ms):  # noqa: F811 (the fixt
         proxy = Proxy(ports, delay_ms)
         rpc = ",".join(f"{LOOPBACK}:{port}" for port in proxy.ports)
         devices = ",".join(f"RPC{i}" for i in range(workers))
-        extra = ("--rpc", rpc, "-dev", devices, "-ngl", "all", "--fit", "off", "-sm", "layer", "--cache-ram", "0")
+        extra = ("--rpc", rpc, "-dev", devices, "-ngl", "all", "--fit", "off", "-sm", split, "--cache-ram", "0")
         server, http_port = identity.server(bin_dir, model, workdir, f"server{workers}", *extra)
         complete(http_port, 4)  # warm-up
         rounds = []
@@ -163,9 +163,9 @@ def measure(bin_dir, model, workdir, workers, delay_ms):  # noqa: F811 (the fixt
             proxy.stop()
 
 
-def describe(workers, delay_ms, ports, rounds):
+def describe(workers, delay_ms, ports, rounds, split="layer"):
     """The figures for the notes: per worker and command, per generated token, and the proxy's reply waits."""
-    lines = [f"{workers} worker(s), layer split, proxy delay {delay_ms} ms, N1={N1} N2={N2}"]
+    lines = [f"{workers} worker(s), {split} split, proxy delay {delay_ms} ms, N1={N1} N2={N2}"]
     for number, one in enumerate(rounds, 1):
         lines.append(
             f" round {number}: llama-server ms/token N1 {one['ms_per_token'][0]:.2f} N2 {one['ms_per_token'][1]:.2f}"
@@ -183,7 +183,9 @@ def describe(workers, delay_ms, ports, rounds):
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize(("workers", "delay_ms"), [(1, 0), (2, 0), (2, 5)])
+# With a delay the counts must not move; the per-token milliseconds (printed) then show what one added round trip per
+# worker costs: measured +22 ms (1 worker) and +40 ms (2 workers) per token for 20 ms added (--delay-ms 10).
+@pytest.mark.parametrize(("workers", "delay_ms"), [(1, 0), (2, 0), (1, 10), (2, 10)])
 def test_round_trips_per_token_are_one_per_worker_in_the_layer_split(bin_dir, model, tmp_path, workers, delay_ms):  # noqa: F811
     ports, rounds = measure(bin_dir, model, tmp_path, workers, delay_ms)
     print("\n" + describe(workers, delay_ms, ports, rounds))
@@ -205,6 +207,22 @@ def test_round_trips_per_token_are_one_per_worker_in_the_layer_split(bin_dir, mo
             to_worker = sum(stats["request_bytes"] for stats in got.values())
             assert to_worker > 0  # inputs, the graph call and the read request
         assert round_trips == workers
+
+
+def test_the_tensor_split_reads_back_twice_per_layer_and_the_logits(bin_dir, model, tmp_path):  # noqa: F811
+    """``-sm tensor`` on two workers: 2 GET_TENSOR per layer and one for the logits per worker and token (observed; the
+    performance model's TENSOR_SYNCS_PER_LAYER), and a full graph each time: no GRAPH_RECOMPUTE (printed: its bytes)."""
+    ports, rounds = measure(bin_dir, model, tmp_path, 2, 0, "tensor")
+    print("\n" + describe(2, 0, ports, rounds, "tensor"))
+    assert _same_counts(*rounds)
+    layers = 8
+    for one in rounds:
+        for port in ports:
+            got = one["per_token"][port]
+            answered = {name: stats["responses"] for name, stats in got.items() if stats["responses"]}
+            assert answered == {"GET_TENSOR": 2 * layers + 1}, got
+            assert "GRAPH_RECOMPUTE" not in got, got
+            assert got["GRAPH_COMPUTE"]["requests"] >= 1, got
 
 
 def _same_counts(first, second):
