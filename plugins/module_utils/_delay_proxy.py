@@ -30,7 +30,8 @@ A connection's object: ``listen_port``, ``connection`` (N), ``target``, ``open``
 ``commands: {NAME: {requests, request_bytes, responses, response_bytes, rtt_count, rtt_total_s, rtt_min_s,
 rtt_max_s}}``). Request bytes count the 9-byte header, reply bytes the 8-byte one. The meter sees a reference to
 each chunk the pumps forward (requests as they are written to the worker, replies as they are read from it) and
-never changes, holds or delays one; a stream it cannot parse only stops its counting.
+never changes, holds or delays one (it runs after the chunk is passed on); a stream it cannot parse only stops its
+counting. Without ``--rpc-stats`` SIGUSR1 is not handled (its default action ends the process).
 """
 
 from __future__ import annotations
@@ -85,14 +86,16 @@ class DelayLine:
 
 def _observe(observer, data, now):
     """Hand a forwarded chunk to an observer; nothing it does may stop the forwarding."""
-    if observer is not None:
-        with contextlib.suppress(Exception):  # the stream matters more than its statistics
-            observer(data, now)
+    with contextlib.suppress(Exception):  # the stream matters more than its statistics
+        observer(data, now)
 
 
 async def _pump(reader, writer, delay, on_read=None, on_write=None):
     """Copy ``reader`` to ``writer`` ``delay`` seconds late until EOF; returns the bytes written. ``on_read`` and
-    ``on_write`` (``(data, monotonic time)``) see each chunk as it is read and as it is written."""
+    ``on_write`` (``(data, monotonic time)``) see each chunk as it is read and as it is written, with the time of
+    that moment, but run after it (``call_soon``: first-in first-out, after the write the chunk's arrival woke), so
+    that they never hold a chunk back."""
+    loop = asyncio.get_running_loop()
     line = DelayLine(delay)
     sent = 0
     event = asyncio.Event()
@@ -107,9 +110,10 @@ async def _pump(reader, writer, delay, on_read=None, on_write=None):
                 event.set()
                 return
             now = time.monotonic()
-            _observe(on_read, data, now)
             line.push(data, now)
             event.set()
+            if on_read is not None:
+                loop.call_soon(_observe, on_read, data, now)
 
     task = asyncio.ensure_future(read_side())
     try:
@@ -119,8 +123,9 @@ async def _pump(reader, writer, delay, on_read=None, on_write=None):
             now = time.monotonic()
             data, wait = line.pop_due(now)
             if data:
-                _observe(on_write, data, now)
                 writer.write(data)
+                if on_write is not None:
+                    loop.call_soon(_observe, on_write, data, now)
                 await writer.drain()
                 sent += len(data)
                 continue
