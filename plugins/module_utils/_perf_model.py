@@ -41,7 +41,14 @@ For the tensor split (``-sm tensor``) every node reads its slice in parallel, bu
 synchronisation through the coordinator (two per layer: attention and feed-forward), and each worker sends its share
 of the logits (taken as even)::
 
-    t_token = max_i(bytes_i / bw_i) + layers * syncs_per_layer * max_w(rtt_w) + sum_w(logits_bytes / n / throughput_w)
+    t_token = max_i(bytes_i / bw_i) + sum_w((layers * syncs_per_layer + 1) * rtt_w)
+              + sum_w(logits_bytes / n / throughput_w)
+
+Counted on the wire (2 workers, 8 layers): 17 GET_TENSOR per worker and token, 2 per layer and the logits, and the
+coordinator reads them one worker after the other: 20 ms of added round trip made a token 690-750 ms slower, 34
+round trips (was: ``layers * syncs_per_layer * max_w(rtt_w)``, 16 of them, the workers' taken as parallel). Not
+charged: the tensor split sends each worker its graphs in full every token (33 GRAPH_COMPUTE, 1.4 MB per worker and
+token on 8 layers; the layer split re-runs its one graph with a 13-byte GRAPH_RECOMPUTE).
 
 A worker without a throughput (the coordinator's own host, loopback) costs no transfer time. The logits are what a
 real model's large vocabulary adds (Gemma 3: 1 MiB per token, f32), next to the hidden state (a few KiB).
@@ -60,15 +67,15 @@ RPC_CALL_SECONDS = 0.00064
 #: How much slower an RPC worker reads its weights than the in-process CPU backend (calibrated likewise).
 RPC_COMPUTE_FACTOR = 1.27
 #: Synchronisations per layer in the tensor split. Counted on the wire (2 workers, 8 layers, ``-sm tensor``): 17
-#: GET_TENSOR per worker and token, 2 per layer and the logits; the model charges the 2 per layer.
+#: GET_TENSOR per worker and token, 2 per layer and the logits, one worker after the other.
 TENSOR_SYNCS_PER_LAYER = 2
 
 
 def round_trips_per_token(workers, split_mode="layer", layers=1):
     """Answered RPC requests (round trips on the wire) per generated token for ``workers`` RPC workers, as counted by
     ``_delay_proxy --rpc-stats``: the layer split, LAYER_ROUND_TRIPS per worker (one after another); the tensor split,
-    per worker TENSOR_SYNCS_PER_LAYER per layer and one for its logits (the workers' in parallel); none without
-    workers."""
+    per worker TENSOR_SYNCS_PER_LAYER per layer and one for its logits (one worker after the other too); none
+    without workers."""
     if split_mode not in ("layer", "tensor", "none"):
         raise ValueError(f"unknown split mode {split_mode!r}: layer, tensor or none")
     if workers <= 0 or split_mode == "none":
@@ -111,7 +118,7 @@ def predict(
     workers = [n for n in nodes if n.get("rtt") is not None]
     if split_mode == "tensor":
         compute = max(times)
-        network = layers * syncs_per_layer * max((float(w["rtt"]) for w in workers), default=0.0)
+        network = sum((layers * syncs_per_layer + 1) * float(w["rtt"]) for w in workers)
         network += sum(_transfer(logits_bytes / len(workers), w) for w in workers)
     else:
         compute = sum(times)
