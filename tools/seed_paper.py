@@ -63,7 +63,7 @@ MEANING = {
     "disk_rate": "a node's disk, reading shards and writing cache files",
     "hash_rate": "FNV-1a over the weights (llama-server at each load; the seeding helper)",
     "link_efficiency": "payload rate / line rate of a TCP link",
-    "call_seconds": "RPC_CALL_SECONDS: what one RPC exchange costs on the hosts beyond the wire",
+    "call_seconds": "RPC_CALL_SECONDS: what one RPC round trip costs on the hosts beyond the wire",
     "compute_factor": "RPC_COMPUTE_FACTOR: how much slower a worker reads its weights than an in-process backend",
 }
 LOOPBACK_RTT = 0.0001
@@ -279,7 +279,8 @@ def build():
     lines += [
         "",
         f"Per token at 100 Mbit/s (seed's plan): compute {speed['compute_seconds'] * 1000:.0f} ms, RPC "
-        f"{speed['network_seconds'] * 1000:.0f} ms (2 exchanges per worker, the hidden state in and out, "
+        f"{speed['network_seconds'] * 1000:.0f} ms ({perf.LAYER_ROUND_TRIPS} round trip(s) per worker, counted on the "
+        "wire, the hidden state in and out, "
         "608 KB of f32 logits from the last worker).",
         "",
         "## Assumptions",

@@ -15,7 +15,7 @@ import json
 import os
 import time
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _rpc_protocol, _rpc_wire
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     completion,
     markdown_report,
@@ -50,6 +50,17 @@ def server_argv(p, rpc):
     else:  # the single process: what a local plan (fit first) runs too
         argv += list(LOCAL_ARGS)
     return argv + list(p["extra_args"])
+
+
+def write_proxy(directory):
+    """The delaying proxy as a script in ``directory`` (``delay_proxy.py``) with the modules it imports beside it
+    (its ``--rpc-stats`` reads the RPC stream with ``_rpc_wire``, which uses ``_rpc_protocol``); returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    files = {"delay_proxy.py": _delay_proxy, "_rpc_wire.py": _rpc_wire, "_rpc_protocol.py": _rpc_protocol}
+    for name, module in files.items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+            handle.write(inspect.getsource(module))
+    return os.path.join(directory, "delay_proxy.py")
 
 
 def measure(base, p, result):
@@ -176,10 +187,7 @@ class Bench:
         rpc = list(self.params["rpc"])
         if self.params["proxy_delay_ms"] <= 0 or not rpc:
             return rpc
-        os.makedirs(self.params["state_dir"], exist_ok=True)
-        script = os.path.join(self.params["state_dir"], "delay_proxy.py")
-        with open(script, "w", encoding="utf-8") as handle:
-            handle.write(inspect.getsource(_delay_proxy))
+        script = write_proxy(self.params["state_dir"])
         routes, local = [], []
         for i, target in enumerate(rpc):
             port = self.params["proxy_base_port"] + i

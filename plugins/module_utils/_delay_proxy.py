@@ -14,7 +14,24 @@ Run as a script (the benchmark module writes this file to the host and starts it
 
 ``--report`` prints a line on stdout when the listeners are up (``listening``), when a connection opens
 (``open N``) and when both its directions have ended (``closed N: X bytes to target, Y bytes back``): a test counts
-what crossed the link, and knows every connection has ended when each ``open`` has its ``closed``.
+what crossed the link, and knows every connection has ended when each ``open`` has its ``closed``. N counts the
+connections of one listener (two routes both have an ``open 1``).
+
+``--rpc-stats`` (implies ``--report``) also reads each connection as ggml RPC (``_rpc_wire``: requests and bytes per
+command each way, and the worker side's wait for each reply) and prints machine-readable lines, each a word and one
+JSON object:
+
+* ``rpc {...}`` after a connection's ``closed`` line: that connection's counters;
+* ``rpc-snapshot {"seq": K, "connections": [...]}`` on SIGUSR1: the counters so far of every connection the proxy has
+  had, open or closed (cumulative: per-token figures are the difference of two snapshots).
+
+A connection's object: ``listen_port``, ``connection`` (N), ``target``, ``open`` (bool) and the counters of
+``_rpc_wire.RpcWireMeter.as_dict`` (``bytes_to_worker``, ``bytes_from_worker``, ``parsing``, ``note``,
+``commands: {NAME: {requests, request_bytes, responses, response_bytes, rtt_count, rtt_total_s, rtt_min_s,
+rtt_max_s}}``). Request bytes count the 9-byte header, reply bytes the 8-byte one. The meter sees a reference to
+each chunk the pumps forward (requests as they are written to the worker, replies as they are read from it) and
+never changes, holds or delays one (it runs after the chunk is passed on); a stream it cannot parse only stops its
+counting. Without ``--rpc-stats`` SIGUSR1 is not handled (its default action ends the process).
 """
 
 from __future__ import annotations
@@ -24,9 +41,16 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import json
+import signal
 import socket
 import sys
 import time
+
+try:
+    from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_wire
+except ImportError:  # run as a script beside its copies (the benchmark writes them to the host)
+    import _rpc_wire  # type: ignore[no-redef]
 
 CHUNK = 1 << 16
 
@@ -60,8 +84,18 @@ class DelayLine:
         return b"".join(out), wait
 
 
-async def _pump(reader, writer, delay):
-    """Copy ``reader`` to ``writer`` ``delay`` seconds late until EOF; returns the bytes written."""
+def _observe(observer, data, now):
+    """Hand a forwarded chunk to an observer; nothing it does may stop the forwarding."""
+    with contextlib.suppress(Exception):  # the stream matters more than its statistics
+        observer(data, now)
+
+
+async def _pump(reader, writer, delay, on_read=None, on_write=None):
+    """Copy ``reader`` to ``writer`` ``delay`` seconds late until EOF; returns the bytes written. ``on_read`` and
+    ``on_write`` (``(data, monotonic time)``) see each chunk as it is read and as it is written, with the time of
+    that moment, but run after it (``call_soon``: first-in first-out, after the write the chunk's arrival woke), so
+    that they never hold a chunk back."""
+    loop = asyncio.get_running_loop()
     line = DelayLine(delay)
     sent = 0
     event = asyncio.Event()
@@ -75,17 +109,23 @@ async def _pump(reader, writer, delay):
                 eof = True
                 event.set()
                 return
-            line.push(data, time.monotonic())
+            now = time.monotonic()
+            line.push(data, now)
             event.set()
+            if on_read is not None:
+                loop.call_soon(_observe, on_read, data, now)
 
     task = asyncio.ensure_future(read_side())
     try:
         while True:
             # Clear before looking: a chunk read while this pump awaits drain() sets the event again (no lost wakeup).
             event.clear()
-            data, wait = line.pop_due(time.monotonic())
+            now = time.monotonic()
+            data, wait = line.pop_due(now)
             if data:
                 writer.write(data)
+                if on_write is not None:
+                    loop.call_soon(_observe, on_write, data, now)
                 await writer.drain()
                 sent += len(data)
                 continue
@@ -107,7 +147,37 @@ def _say(text):
     sys.stdout.flush()
 
 
-async def _serve(route, listen_host, delay, report=False, ready=None):
+class RpcStats:
+    """The RPC meters of every connection the proxy has had (``--rpc-stats``), for the ``rpc`` lines."""
+
+    def __init__(self):
+        self.connections = []
+        self.seq = 0
+
+    def open(self, route, number):
+        port, host, target_port = route
+        entry = {"listen_port": port, "connection": number, "target": f"{host}:{target_port}", "open": True}
+        entry["meter"] = _rpc_wire.RpcWireMeter()
+        self.connections.append(entry)
+        return entry
+
+    @staticmethod
+    def record(entry):
+        out = {key: value for key, value in entry.items() if key != "meter"}
+        out.update(entry["meter"].as_dict())
+        return out
+
+    def closed_line(self, entry):
+        entry["open"] = False
+        return "rpc " + json.dumps(self.record(entry), sort_keys=True)
+
+    def snapshot_line(self):
+        self.seq += 1
+        records = [self.record(entry) for entry in self.connections]
+        return "rpc-snapshot " + json.dumps({"seq": self.seq, "connections": records}, sort_keys=True)
+
+
+async def _serve(route, listen_host, delay, report=False, ready=None, stats=None):
     port, host, target_port = route
     numbers = itertools.count(1)
 
@@ -115,25 +185,34 @@ async def _serve(route, listen_host, delay, report=False, ready=None):
         number = next(numbers)
         if report:
             _say(f"open {number}")
+        entry = stats.open(route, number) if stats is not None else None
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(host, target_port)
         except OSError:
             client_writer.close()
             if report:
                 _say(f"closed {number}: 0 bytes to target, 0 bytes back (target refused)")
+            if entry is not None:
+                entry["meter"].note = "target refused"
+                _say(stats.closed_line(entry))
             return
         for w in (client_writer, upstream_writer):
             sock = w.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        to_worker = from_worker = None
+        if entry is not None:
+            to_worker, from_worker = entry["meter"].to_worker, entry["meter"].from_worker
         up, down = await asyncio.gather(
-            _pump(client_reader, upstream_writer, delay),
-            _pump(upstream_reader, client_writer, delay),
+            _pump(client_reader, upstream_writer, delay, on_write=to_worker),
+            _pump(upstream_reader, client_writer, delay, on_read=from_worker),
             return_exceptions=True,
         )
         if report:
             counts = [value if isinstance(value, int) else f"? ({value!r})" for value in (up, down)]
             _say(f"closed {number}: {counts[0]} bytes to target, {counts[1]} bytes back")
+        if entry is not None:
+            _say(stats.closed_line(entry))
 
     server = await asyncio.start_server(handle, listen_host, port)
     if ready is not None:
@@ -142,8 +221,11 @@ async def _serve(route, listen_host, delay, report=False, ready=None):
         await server.serve_forever()
 
 
-async def _main(routes, listen_host, delay, report=False):
+async def _main(routes, listen_host, delay, report=False, rpc_stats=False):
     ready = asyncio.Semaphore(0)
+    stats = RpcStats() if rpc_stats else None
+    if stats is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, lambda: _say(stats.snapshot_line()))
 
     async def announce():
         for _route in routes:
@@ -151,7 +233,7 @@ async def _main(routes, listen_host, delay, report=False):
         if report:
             _say("listening")
 
-    await asyncio.gather(announce(), *(_serve(r, listen_host, delay, report, ready) for r in routes))
+    await asyncio.gather(announce(), *(_serve(r, listen_host, delay, report, ready, stats) for r in routes))
 
 
 def main(argv=None):
@@ -159,9 +241,16 @@ def main(argv=None):
     parser.add_argument("--listen", default="127.0.0.1")
     parser.add_argument("--delay-ms", type=float, required=True, help="one-way delay (round trip adds twice this)")
     parser.add_argument("--report", action="store_true", help="print listening, open and closed lines (bytes)")
+    parser.add_argument(
+        "--rpc-stats",
+        action="store_true",
+        help="count ggml RPC requests per command (rpc lines at close, rpc-snapshot on SIGUSR1); implies --report",
+    )
     parser.add_argument("routes", nargs="+", help="LISTEN_PORT=HOST:PORT")
     args = parser.parse_args(argv)
-    asyncio.run(_main([parse_route(r) for r in args.routes], args.listen, args.delay_ms / 1000.0, args.report))
+    routes = [parse_route(r) for r in args.routes]
+    report = args.report or args.rpc_stats
+    asyncio.run(_main(routes, args.listen, args.delay_ms / 1000.0, report, args.rpc_stats))
 
 
 if __name__ == "__main__":

@@ -10,26 +10,45 @@ last worker holds the output layer. Each RPC worker costs, per generated token (
 
     round_trips * (rtt_w + call_seconds) + bytes_per_token / throughput_w
 
-with ``round_trips`` (LAYER_ROUND_TRIPS) exchanges per worker and token, ``rtt_w`` the network's round trip,
-``call_seconds`` (RPC_CALL_SECONDS) what one exchange costs on the two hosts beyond the wire, ``bytes_per_token`` the
+with ``round_trips`` (LAYER_ROUND_TRIPS) round trips per worker and token, ``rtt_w`` the network's round trip,
+``call_seconds`` (RPC_CALL_SECONDS) what one round trip costs on the two hosts beyond the wire, ``bytes_per_token`` the
 activations in and out and ``throughput_w`` the worker's link; and a worker reads its weights ``compute_factor``
 (RPC_COMPUTE_FACTOR) times slower than the coordinator's in-process CPU backend. So::
 
     t_token = sum_i(bytes_i * factor_i / bw_i) + sum_workers(rpc_token_seconds(w)) + logits_bytes / throughput_last
 
+The round trips are counted on the wire (issue #22 item 5: ``_delay_proxy --rpc-stats`` between llama-server and
+its ggml-rpc-servers, tests/integration/test_rpc_wire_real_worker.py, llama.cpp 0c1e570, protocol 7.0.0). In the layer
+split each worker gets, per generated token, its inputs (SET_TENSOR: 5-6 of them, no reply) and its graph
+(GRAPH_RECOMPUTE, no reply: the same graph as the last token's; GRAPH_COMPUTE once per request), sent without
+waiting, then ONE answered request: the GET_TENSOR that reads its output back (the hidden state, relayed by the
+coordinator to the next worker, or the logits). One round trip per worker and token, 1 and 2 workers alike, the same in
+every repeat (``round_trips_per_token``). Bytes per worker and token on the tiny model (8 x 256, vocabulary 1024):
+3.1-3.8 kB to it (about 2 kB of it rpc_tensor descriptors, 296 bytes each) and 8 + 4 * n_embd or 8 + 4 * n_vocab
+back.
+
 The two RPC parameters are fitted to the two measurements there are (issue #22, ``make bench`` report
 20261201T144821Z, quiet machine, 1 thread per process): a single process 56.26 tokens/s (17.77 ms per token), one
 worker on the coordinator's host over loopback 43.06 (23.22 ms), two workers in the layer split 41.9 (23.87 ms).
-The second worker added 0.64 ms (two exchanges: RPC_CALL_SECONDS 0.32 ms); the first added 5.45 ms, 0.64 of which is
-its exchanges and the rest, 4.8 ms, grows with the weights it computes (RPC_COMPUTE_FACTOR 1.27). Without them the
-model predicted the loopback plan as fast as a single process (predicted/measured 1.31). Two figures fit two
-parameters: this is a calibration, not a validation (counting the exchanges on the wire, issue #22 item 5, is).
+The second worker added 0.64 ms: its one round trip per token (RPC_CALL_SECONDS 0.64 ms; fitted as two exchanges of
+0.32 ms before the round trips were counted: the same cost at 0 ms of network, half the network time at any other
+round trip). The first added 5.45 ms, 0.64 of which is its round trip and the rest, 4.8 ms, grows with the weights it
+computes (RPC_COMPUTE_FACTOR 1.27). Without them the model predicted the loopback plan as fast as a single process
+(predicted/measured 1.31). Two figures fit two parameters: this is a calibration, not a validation (a bench run on
+the layer-split configurations with added round trips is).
 
 For the tensor split (``-sm tensor``) every node reads its slice in parallel, but each layer ends with a
 synchronisation through the coordinator (two per layer: attention and feed-forward), and each worker sends its share
 of the logits (taken as even)::
 
-    t_token = max_i(bytes_i / bw_i) + layers * syncs_per_layer * max_w(rtt_w) + sum_w(logits_bytes / n / throughput_w)
+    t_token = max_i(bytes_i / bw_i) + sum_w((layers * syncs_per_layer + 1) * rtt_w)
+              + sum_w(logits_bytes / n / throughput_w)
+
+Counted on the wire (2 workers, 8 layers): 17 GET_TENSOR per worker and token, 2 per layer and the logits, and the
+coordinator reads them one worker after the other: 20 ms of added round trip made a token 690-750 ms slower, 34
+round trips (was: ``layers * syncs_per_layer * max_w(rtt_w)``, 16 of them, the workers' taken as parallel). Not
+charged: the tensor split sends each worker its graphs in full every token (33 GRAPH_COMPUTE, 1.4 MB per worker and
+token on 8 layers; the layer split re-runs its one graph with a 13-byte GRAPH_RECOMPUTE).
 
 A worker without a throughput (the coordinator's own host, loopback) costs no transfer time. The logits are what a
 real model's large vocabulary adds (Gemma 3: 1 MiB per token, f32), next to the hidden state (a few KiB).
@@ -40,14 +59,30 @@ least ``sum(bytes) / shared_bandwidth`` when that is given.
 
 from __future__ import annotations
 
-#: Round trips per RPC worker per generated token in the layer split (graph compute, activations back).
-LAYER_ROUND_TRIPS = 2
-#: Seconds one RPC exchange costs on the hosts beyond the network's round trip (calibrated: see the module docstring).
-RPC_CALL_SECONDS = 0.00032
+#: Round trips per RPC worker per generated token in the layer split, counted on the wire (module docstring): the one
+#: answered request, GET_TENSOR of the worker's output; its inputs and its graph go one way, unanswered.
+LAYER_ROUND_TRIPS = 1
+#: Seconds one RPC round trip costs on the hosts beyond the network's (calibrated: see the module docstring).
+RPC_CALL_SECONDS = 0.00064
 #: How much slower an RPC worker reads its weights than the in-process CPU backend (calibrated likewise).
 RPC_COMPUTE_FACTOR = 1.27
-#: Synchronisations per layer in the tensor split.
+#: Synchronisations per layer in the tensor split. Counted on the wire (2 workers, 8 layers, ``-sm tensor``): 17
+#: GET_TENSOR per worker and token, 2 per layer and the logits, one worker after the other.
 TENSOR_SYNCS_PER_LAYER = 2
+
+
+def round_trips_per_token(workers, split_mode="layer", layers=1):
+    """Answered RPC requests (round trips on the wire) per generated token for ``workers`` RPC workers, as counted by
+    ``_delay_proxy --rpc-stats``: the layer split, LAYER_ROUND_TRIPS per worker (one after another); the tensor split,
+    per worker TENSOR_SYNCS_PER_LAYER per layer and one for its logits (one worker after the other too); none
+    without workers."""
+    if split_mode not in ("layer", "tensor", "none"):
+        raise ValueError(f"unknown split mode {split_mode!r}: layer, tensor or none")
+    if workers <= 0 or split_mode == "none":
+        return 0
+    if split_mode == "tensor":
+        return workers * (TENSOR_SYNCS_PER_LAYER * layers + 1)
+    return workers * LAYER_ROUND_TRIPS
 
 
 def predict(
@@ -83,7 +118,7 @@ def predict(
     workers = [n for n in nodes if n.get("rtt") is not None]
     if split_mode == "tensor":
         compute = max(times)
-        network = layers * syncs_per_layer * max((float(w["rtt"]) for w in workers), default=0.0)
+        network = sum((layers * syncs_per_layer + 1) * float(w["rtt"]) for w in workers)
         network += sum(_transfer(logits_bytes / len(workers), w) for w in workers)
     else:
         compute = sum(times)

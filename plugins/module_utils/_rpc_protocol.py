@@ -70,13 +70,50 @@ CMD_GET_DEVICE_MEMORY = 11
 CMD_HELLO = 14
 CMD_DEVICE_COUNT = 15
 
-COMMAND_NAMES = {
-    CMD_GET_ALIGNMENT: "GET_ALIGNMENT",
-    CMD_GET_MAX_SIZE: "GET_MAX_SIZE",
-    CMD_GET_DEVICE_MEMORY: "GET_DEVICE_MEMORY",
-    CMD_HELLO: "HELLO",
-    CMD_DEVICE_COUNT: "DEVICE_COUNT",
-}
+# Every command of protocol 7.0.0's ``enum rpc_cmd``, in enum order (numbers 0 to 17).  RPC_CMD_NONE (18) is the
+# client's internal marker for a synchronisation and never goes on the wire; the server rejects 18 and above
+# (``cmd >= RPC_CMD_COUNT``) and closes the connection.  Used by ``_rpc_wire`` to name what crosses a connection.
+WIRE_COMMANDS = (
+    "ALLOC_BUFFER",
+    "GET_ALIGNMENT",
+    "GET_MAX_SIZE",
+    "BUFFER_GET_BASE",
+    "FREE_BUFFER",
+    "BUFFER_CLEAR",
+    "SET_TENSOR",
+    "SET_TENSOR_HASH",
+    "GET_TENSOR",
+    "COPY_TENSOR",
+    "GRAPH_COMPUTE",
+    "GET_DEVICE_MEMORY",
+    "INIT_TENSOR",
+    "GET_ALLOC_SIZE",
+    "HELLO",
+    "DEVICE_COUNT",
+    "GRAPH_RECOMPUTE",
+    "MEMSET_TENSOR",
+)
+COMMAND_NAMES = dict(enumerate(WIRE_COMMANDS))
+# The commands the server answers (``send_msg`` in ``rpc_serve_client``: ``u64 size | payload``).  The others
+# (FREE_BUFFER, BUFFER_CLEAR, SET_TENSOR, INIT_TENSOR, GRAPH_COMPUTE, GRAPH_RECOMPUTE, MEMSET_TENSOR) get no reply:
+# the client sends them and goes on (GRAPH_COMPUTE, GRAPH_RECOMPUTE and the SET_TENSOR of ``set_tensor_async`` are
+# queued by the client's dispatcher thread without waiting at all).  Replies come in the order of these requests.
+ANSWERED_COMMANDS = frozenset(
+    WIRE_COMMANDS.index(name)
+    for name in (
+        "ALLOC_BUFFER",
+        "GET_ALIGNMENT",
+        "GET_MAX_SIZE",
+        "BUFFER_GET_BASE",
+        "SET_TENSOR_HASH",
+        "GET_TENSOR",
+        "COPY_TENSOR",
+        "GET_DEVICE_MEMORY",
+        "GET_ALLOC_SIZE",
+        "HELLO",
+        "DEVICE_COUNT",
+    )
+)
 
 REQUEST_HEADER = struct.Struct("<BQ")  # u8 cmd | u64 size
 REPLY_HEADER = struct.Struct("<Q")  # u64 size

@@ -332,13 +332,13 @@ def explain(result, workers, coordinator=None):
         nodes = [{"name": name, "bytes": 0, "bandwidth": 1, "rtt": rtts[name]} for name in names]
         return perf.predict(nodes, "layer")["network_seconds"]
 
-    trips = perf.LAYER_ROUND_TRIPS
+    trips = perf.round_trips_per_token(len(chosen), "layer")
     text = (
         f"{len(chosen)} of {len(usable)} usable worker(s) ({result['strategy']}): the layer split crosses the network "
-        f"{trips * len(chosen)} times per generated token"
+        f"{trips} time{'' if trips == 1 else 's'} per generated token"
     )
     if len(chosen) < len(usable):
-        text += f" ({trips * len(usable)} with all of them)"
+        text += f" ({perf.round_trips_per_token(len(usable), 'layer')} with all of them)"
     mine, every = network(sorted(chosen)), network([w["name"] for w in usable])
     if mine is not None:
         text += f"; at the measured round trips that is {mine * 1000:.1f} ms of network time per token"

@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -13,6 +17,7 @@ import time
 import pytest
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy as dp
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
 
 
 def test_parse_route():
@@ -170,6 +175,151 @@ def test_report_counts_the_bytes_of_each_connection_in_each_direction():
             "open 1",
             "open 2",
         ]
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def _one_shot_worker(expect, answer):
+    """A stand-in RPC worker: reads ``expect`` bytes (what the client sent), then writes ``answer`` in three pieces
+    and keeps the connection until the client closes. Returns its port and the bytes it got."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    got = bytearray()
+
+    def serve():
+        conn, _addr = server.accept()
+        with conn:
+            while len(got) < expect:
+                got.extend(conn.recv(65536))
+            third = len(answer) // 3
+            for piece in (answer[:third], answer[third : 2 * third], answer[2 * third :]):
+                conn.sendall(piece)
+            while conn.recv(65536):
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1], got
+
+
+def _rpc_line(proc, word):
+    """The JSON of the next ``word`` line (``rpc`` or ``rpc-snapshot``), skipping the other report lines."""
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the proxy ended"
+        head, _sep, rest = line.partition(" ")
+        if head == word:
+            return json.loads(rest)
+
+
+def test_rpc_stats_counts_requests_and_replies_and_forwards_byte_exact():
+    """``--rpc-stats``: a client's RPC requests cross byte for byte, sent in odd chunks (headers cut in two); the
+    replies come back byte for byte; a snapshot on SIGUSR1 and the line at close count each command."""
+    cmd = {name: number for number, name in rpc.COMMAND_NAMES.items()}
+    up = (
+        rpc.encode_hello()
+        + rpc.encode_device_count()
+        + rpc.encode_request(cmd["SET_TENSOR"], bytes(range(256)) * 300)
+        + rpc.encode_request(cmd["GRAPH_RECOMPUTE"], b"\0" * 4)
+        + rpc.encode_request(cmd["GET_TENSOR"], b"\1" * 312)
+    )
+    hello, count, tensor = bytes(28), b"\1\0\0\0", b"z" * 4096
+    down = b"".join(struct.pack("<Q", len(payload)) + payload for payload in (hello, count, tensor))
+    worker, got = _one_shot_worker(len(up), down)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, dp.__file__, "--delay-ms", "0", "--rpc-stats", f"{port}=127.0.0.1:{worker}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline() == "listening\n"  # --rpc-stats implies --report
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            for start in range(0, len(up), 5):  # 5-byte pieces: every header is cut somewhere
+                conn.sendall(up[start : start + 5])
+            back = bytearray()
+            while len(back) < len(down):
+                back.extend(conn.recv(65536))
+            assert bytes(back) == down
+            # Every reply has reached the client, so the proxy has seen every byte both ways: the snapshot is whole.
+            proc.send_signal(signal.SIGUSR1)
+            snapshot = _rpc_line(proc, "rpc-snapshot")
+        closed = _rpc_line(proc, "rpc")
+        assert bytes(got) == up
+        assert snapshot["seq"] == 1 and len(snapshot["connections"]) == 1
+        live = snapshot["connections"][0]
+        assert live["open"] is True and closed["open"] is False
+        for record in (live, closed):
+            assert record["listen_port"] == port and record["connection"] == 1
+            assert record["note"] is None and record["parsing"] is True
+            assert (record["bytes_to_worker"], record["bytes_from_worker"]) == (len(up), len(down))
+            got_counts = {n: (s["requests"], s["responses"], s["rtt_count"]) for n, s in record["commands"].items()}
+            assert got_counts == {
+                "HELLO": (1, 1, 1),
+                "DEVICE_COUNT": (1, 1, 1),
+                "SET_TENSOR": (1, 0, 0),
+                "GRAPH_RECOMPUTE": (1, 0, 0),
+                "GET_TENSOR": (1, 1, 1),
+            }
+            assert record["commands"]["SET_TENSOR"]["request_bytes"] == 9 + 256 * 300
+            assert record["commands"]["GET_TENSOR"]["response_bytes"] == 8 + 4096
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_rpc_stats_on_a_stream_that_is_not_rpc_still_forwards_it_whole():
+    echo = _echo_server()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, dp.__file__, "--delay-ms", "0", "--rpc-stats", f"{port}=127.0.0.1:{echo}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline() == "listening\n"
+        payload = b"y" * 300_000
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            conn.sendall(payload)
+            back = bytearray()
+            while len(back) < len(payload):
+                back.extend(conn.recv(65536))
+            assert bytes(back) == payload
+        record = _rpc_line(proc, "rpc")
+        assert record["parsing"] is False and "unknown command byte 121" in record["note"]
+        assert (record["bytes_to_worker"], record["bytes_from_worker"]) == (300_000, 300_000)
+        assert record["commands"] == {}
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_the_benchmark_writes_a_proxy_that_runs_on_its_own(tmp_path):
+    """On a host the proxy is a script in a state directory, without the collection: ``write_proxy`` puts the modules
+    it imports beside it. Run with no collection on the path, it imports them from there and counts."""
+    from ansible_collections.llamarpc.cluster.plugins.module_utils import _bench_run  # noqa: PLC0415
+
+    script = _bench_run.write_proxy(str(tmp_path / "state"))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    check = [sys.executable, "-c", "import ansible_collections"]
+    assert subprocess.run(check, env=env, cwd=tmp_path, capture_output=True, check=False).returncode != 0
+    echo = _echo_server()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, script, "--delay-ms", "0", "--rpc-stats", f"{port}=127.0.0.1:{echo}"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.stdout.readline() == "listening\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            conn.sendall(rpc.encode_hello())
+            assert len(conn.recv(65536)) > 0
+        record = _rpc_line(proc, "rpc")
+        assert record["commands"]["HELLO"]["requests"] == 1
     finally:
         proc.terminate()
         proc.wait(5)

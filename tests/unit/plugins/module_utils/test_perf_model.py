@@ -23,9 +23,9 @@ def test_single_node_is_bytes_over_bandwidth():
 def test_layer_split_adds_compute_and_round_trips():
     nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.005, "throughput": 1e7} for n in "ab"]
     out = pm.predict(nodes, "layer", activation_bytes=10_000, **BARE)
-    # 2 x 0.1 s compute, per worker 2 round trips of 5 ms and 1 ms of activations.
+    # 2 x 0.1 s compute, per worker 1 round trip of 5 ms (counted on the wire) and 1 ms of activations.
     assert out["compute_seconds"] == pytest.approx(0.2)
-    assert out["network_seconds"] == pytest.approx(2 * (2 * 0.005 + 0.001))
+    assert out["network_seconds"] == pytest.approx(2 * (0.005 + 0.001))
 
 
 def test_tensor_split_wins_on_fast_links_and_loses_on_slow_ones():
@@ -111,7 +111,41 @@ def test_rpc_token_seconds_names_its_terms():
     assert pm.rpc_token_seconds({"rtt": 0.0}, 3, 0.001) == pytest.approx(0.003)
     # Each worker pays it: a third worker costs a third worker's exchanges, at equal compute.
     two, three = _bench(2)["network_seconds"], _bench(3)["network_seconds"]
-    assert three - two == pytest.approx(2 * pm.RPC_CALL_SECONDS)
+    assert three - two == pytest.approx(pm.LAYER_ROUND_TRIPS * pm.RPC_CALL_SECONDS)
+
+
+def test_round_trips_per_token_are_the_counts_on_the_wire():
+    """Counted by the proxy (tests/integration/test_rpc_wire_real_worker.py): in the layer split one answered request
+    (GET_TENSOR) per worker and token; in the tensor split 17 per worker on 8 layers (2 per layer and the logits)."""
+    assert [pm.round_trips_per_token(n) for n in (0, 1, 2, 3)] == [0, 1, 2, 3]
+    assert pm.round_trips_per_token(2, "tensor", layers=8) == 2 * 17
+    assert pm.round_trips_per_token(4, "none") == 0
+    with pytest.raises(ValueError, match="split mode"):
+        pm.round_trips_per_token(1, "row")
+
+
+def test_each_worker_pays_one_added_round_trip_per_token_in_the_layer_split():
+    """The relation the delay runs measured (tests/integration/test_rpc_wire_real_worker.py prints them; 2 workers
+    behind a proxy adding 20 ms of round trip cost 39.6 ms more per token, 40 ms cost 80-84 ms): added network time =
+    workers x added round trip."""
+    for workers in (1, 2, 3):
+        nodes = [{"name": str(i), "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0} for i in range(workers)]
+        base = pm.predict(nodes, "layer")["seconds_per_token"]
+        slow = pm.predict([{**n, "rtt": 0.020} for n in nodes], "layer")["seconds_per_token"]
+        assert slow - base == pytest.approx(workers * 0.020)
+    # At 0 ms the calibration is unchanged: one round trip of RPC_CALL_SECONDS is what two exchanges of 0.32 ms were.
+    per_worker = pm.LAYER_ROUND_TRIPS * pm.RPC_CALL_SECONDS
+    assert per_worker == pytest.approx(2 * 0.00032)
+
+
+def test_the_tensor_split_pays_every_workers_round_trips_one_after_another():
+    """Measured (2 workers, 8 layers, ``-sm tensor``): 17 answered requests per worker and token, and 20 ms of added
+    round trip made each token 690-750 ms slower: 2 x 17 round trips, not 2 x 8 of the slowest worker."""
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0} for n in "ab"]
+    base = pm.predict(nodes, "tensor", layers=8)["seconds_per_token"]
+    slow = pm.predict([{**n, "rtt": 0.020} for n in nodes], "tensor", layers=8)["seconds_per_token"]
+    assert slow - base == pytest.approx(pm.round_trips_per_token(2, "tensor", layers=8) * 0.020)
+    assert slow - base == pytest.approx(0.680)
 
 
 def test_load_seconds_adds_its_terms():

@@ -69,9 +69,9 @@ def test_shards_already_there_are_not_downloaded_again():
 def test_tokens_per_second_come_from_the_performance_model():
     speed = build()["speed"]
     compute = 300 * MB * perf.RPC_COMPUTE_FACTOR / 10e9  # both nodes are RPC workers
-    # Two round trips per worker and token: loopback for the coordinator's own worker, 2 ms assumed for w2, each with
-    # the hosts' share of an exchange; one f32 activation vector (4 kB) per hop.
-    network = 2 * 0.0001 + 2 * 0.002 + 4 * perf.RPC_CALL_SECONDS + 4000 / 125e6 + 4000 / 12.5e6
+    # One round trip per worker and token (counted on the wire): loopback for the coordinator's own worker, 2 ms
+    # assumed for w2, each with the hosts' share of a round trip; one f32 activation vector (4 kB) per hop.
+    network = 0.0001 + 0.002 + 2 * perf.RPC_CALL_SECONDS + 4000 / 125e6 + 4000 / 12.5e6
     assert speed["compute_seconds"] == pytest.approx(compute)
     assert speed["network_seconds"] == pytest.approx(network)
     assert speed["tokens_per_second"] == pytest.approx(1 / (compute + network))

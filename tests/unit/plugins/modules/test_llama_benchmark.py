@@ -75,9 +75,9 @@ def test_report_writes_json_markdown_and_predictions(run_module, tmp_path):
     assert not out.failed, out.result
     data = json.loads((tmp_path / "r" / "results.json").read_text())
     layer = data["results"][1]["summary"]
-    # Calibrated on single (10 tok/s): 0.1 s compute, RPC_COMPUTE_FACTOR slower on workers; 2 workers x 2 round trips
-    # x (10 ms + RPC_CALL_SECONDS).
-    assert layer["predicted_tps"] == pytest.approx(1 / (0.1 * RPC_COMPUTE_FACTOR + 4 * (0.01 + RPC_CALL_SECONDS)))
+    # Calibrated on single (10 tok/s): 0.1 s compute, RPC_COMPUTE_FACTOR slower on workers; 2 workers x 1 round trip
+    # (counted on the wire) x (10 ms + RPC_CALL_SECONDS).
+    assert layer["predicted_tps"] == pytest.approx(1 / (0.1 * RPC_COMPUTE_FACTOR + 2 * (0.01 + RPC_CALL_SECONDS)))
     assert data["ratios"][0]["met"] is False
     markdown = (tmp_path / "r" / "report.md").read_text()
     assert "| layer/single | 0.800 | >= 0.95 | NO |" in markdown
@@ -165,8 +165,8 @@ def test_report_predicts_the_logits_over_the_output_workers_link_and_compares_wi
     assert not out.failed, out.result
     by_name = {r["name"]: r["summary"] for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"]}
     # Calibrated on single: 0.1 s per token. node2's link adds the logits (and twice the hidden state) at 12.5 MB/s.
-    # Either worker, loopback included, computes RPC_COMPUTE_FACTOR slower and pays two exchanges per token.
-    rpc = 0.1 * RPC_COMPUTE_FACTOR + 2 * RPC_CALL_SECONDS
+    # Either worker, loopback included, computes RPC_COMPUTE_FACTOR slower and pays one round trip per token.
+    rpc = 0.1 * RPC_COMPUTE_FACTOR + RPC_CALL_SECONDS
     far = rpc + ((1 << 20) + 2 * 2560) / 12.5e6
     assert by_name["far"]["predicted_tps"] == pytest.approx(1 / far)
     assert by_name["near"]["predicted_tps"] == pytest.approx(1 / rpc)

@@ -106,14 +106,14 @@ def test_the_plan_explains_its_worker_count_in_round_trips(run_module, model):
         worker["rtt_ms"] = rtt
     out = run_module(llama_cluster_plan, {**args, "workers": few, "strategy": "fewest"}).result
     assert out["explanation"] == (
-        "1 of 3 usable worker(s) (fewest): the layer split crosses the network 2 times per generated token "
-        # 2 x (1 ms + RPC_CALL_SECONDS 0.32 ms); all: 2 x (1 + 2 + 3 ms) + 6 x 0.32 ms
-        "(6 with all of them); at the measured round trips that is 2.6 ms of network time per token (13.9 ms with all)"
+        "1 of 3 usable worker(s) (fewest): the layer split crosses the network 1 time per generated token "
+        # 1 x (1 ms + RPC_CALL_SECONDS 0.64 ms); all: 1 + 2 + 3 ms + 3 x 0.64 ms (one round trip per worker, counted)
+        "(3 with all of them); at the measured round trips that is 1.6 ms of network time per token (7.9 ms with all)"
     )
     assert "rtt" not in str(out["plan"])  # round trips vary from run to run; the plan must not
     out = run_module(llama_cluster_plan, {**args, "workers": workers(4, 4), "strategy": "all"}).result
     assert out["explanation"] == (
-        "2 of 2 usable worker(s) (all): the layer split crosses the network 4 times per generated token"
+        "2 of 2 usable worker(s) (all): the layer split crosses the network 2 times per generated token"
     )
 
 
