@@ -25,7 +25,7 @@ description:
     O(results_dir), with the ratios between configurations, the performance model's predictions and, given
     O(model_profile), the model's proportions against the seed's Qwen2.5-32B Q4_K_M (computed from its shapes).
   - The report compares every configuration's greedy outputs with the O(calibration) configuration's (a single
-    process): each result's C(summary.same_output_as_single), and a row in the ratios table (target 1, the share of
+    process) - each result's C(summary.same_output_as_single), and a row in the ratios table (target 1, the share of
     configurations whose outputs are identical, naming those that differ).
   - A result with a C(seeding) record (what a seeding before its load wrote and where the bytes came from, see
     RV(result)) gets a section of its own.

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import tiny_gguf
+import yaml
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _bench_run
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import run_summary, server_argv
@@ -264,3 +265,9 @@ def test_report_compares_greedy_outputs_with_the_single_process_and_shows_the_se
     assert "## Seeding before seeded: 3.0 s" in markdown
     row = "| greedy output identical to single (share of 2 configurations); differ: layer | 0.500 | >= 1.00 | NO |"
     assert row in markdown
+
+
+def test_documentation_parses_and_names_every_mode():
+    doc = yaml.safe_load(mod.DOCUMENTATION)
+    assert doc["options"]["mode"]["choices"] == ["run", "profile", "counters", "report"]
+    assert "counters" in yaml.safe_load(mod.RETURN) and yaml.safe_load(mod.EXAMPLES)
