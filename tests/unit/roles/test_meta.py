@@ -49,3 +49,29 @@ def test_every_minor_release_from_the_oldest_to_the_newest_is_tested():
 def test_role_meta_claims_the_same_minimum(role):
     meta = yaml.safe_load((REPO / "roles" / role / "meta" / "main.yml").read_text(encoding="utf-8"))
     assert minor(str(meta["galaxy_info"]["min_ansible_version"])) == minor(requires_minimum())
+
+
+def required_role_options(argument_specs):
+    """(entry point, option) of every top-level option an entry point marks required."""
+    return [
+        (entry, name)
+        for entry, spec in ((argument_specs or {}).get("argument_specs") or {}).items()
+        for name, option in ((spec or {}).get("options") or {}).items()
+        if (option or {}).get("required")
+    ]
+
+
+def test_required_role_options_finds_a_required_option_of_any_entry_point():
+    entry_points = {"main": {"options": {"a": {"type": "str"}}}, "seed": {"options": {"p": {"required": True}}}}
+    specs = {"argument_specs": entry_points}
+    assert required_role_options(specs) == [("seed", "p")]
+
+
+@pytest.mark.parametrize("role", sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta").is_dir()))
+def test_no_entry_point_requires_a_top_level_option(role):
+    """site.yml's preflight checks every host's variables against the union of each role's entry points' options
+    (module_utils/_preflight.role_options): an option an entry point requires would fail every site.yml run where it is
+    not set - even when that entry point never runs. A sub-option (an element of a list) may be required."""
+    path = REPO / "roles" / role / "meta" / "argument_specs.yml"
+    if path.is_file():
+        assert required_role_options(yaml.safe_load(path.read_text(encoding="utf-8"))) == []

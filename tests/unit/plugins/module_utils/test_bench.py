@@ -221,3 +221,89 @@ def test_a_rerun_that_changed_something_misses_even_when_fast():
     assert bench.rerun_summary(timings(10.0, 2, [], []))["met"] is False
     fast = bench.rerun_summary(timings(10.0, 0, [], []))
     assert fast["met"] is True and "floor" not in fast
+
+
+# /proc/net/dev as a lab host shows it: loopback busy (the benchmark's own proxies), one link.
+NET_DEV = (
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier\n"
+    "    lo: 9000000   100    0    0    0     0          0         0  9000000   100    0    0    0     0     0    0\n"
+    "  eth0: 1500 20 0 0 0 0 0 0 250000 30 0 0 0 0 0 0\n"
+    "  host1:   10     1    0    0    0     0          0         0       7       1    0    0    0     0       0     0\n"
+)
+
+
+def test_interface_bytes_sums_every_link_but_loopback_receive_and_transmit_apart():
+    assert bench.interface_bytes(NET_DEV) == {"received_bytes": 1510, "sent_bytes": 250007}
+    later = bench.interface_bytes(NET_DEV.replace("250000 30", "260000 31"))
+    assert bench.bytes_between(bench.interface_bytes(NET_DEV), later) == {"received_bytes": 0, "sent_bytes": 10000}
+
+
+def runs(*contents):
+    """Runs of two (prompt, output) length pairs, one content each, in order."""
+    pairs = [(32, 16), (128, 16)]
+    return [
+        {"prompt_tokens": pairs[i % 2][0], "predict_tokens": pairs[i % 2][1], "repeat": i // 2, "content": c}
+        for i, c in enumerate(contents)
+    ]
+
+
+def test_same_output_compares_every_run_with_the_single_process():
+    results = [
+        {"name": "single", "runs": runs("a", "b", "a", "b")},
+        {"name": "same", "runs": runs("a", "b", "a", "b")},
+        {"name": "late", "runs": runs("a", "b", "a", "B")},  # the last repeat differs
+        {"name": "none", "runs": []},
+        {"name": "other", "runs": [{"prompt_tokens": 64, "predict_tokens": 16, "content": "a"}]},
+    ]
+    assert bench.same_output(results) == {"single": True, "same": True, "late": False, "none": None, "other": None}
+    # The reference's own repeats count too; without a reference nothing is compared.
+    results[0]["runs"] = runs("a", "b", "x", "b")
+    assert bench.same_output(results)["single"] is False
+    assert set(bench.same_output(results, reference="absent").values()) == {None}
+
+
+def test_output_row_names_the_configurations_that_differ():
+    row = bench.output_row({"single": True, "same": True, "late": False, "none": None})
+    assert row["value"] == 0.5 and row["met"] is False and row["differ"] == ["late"]
+    assert row["name"].endswith("(share of 2 configurations); differ: late")
+    row = bench.output_row({"single": True, "same": True})
+    assert row["value"] == 1.0 and row["met"] is True and "differ" not in row["name"]
+    assert bench.output_row({"single": True})["met"] is None
+
+
+def test_a_ratio_to_a_fixed_value():
+    results = [{"name": "seeded", "summary": {"load_sent_bytes": 4_000_000}}]
+    spec = {"name": "sent/model", "metric": "load_sent_bytes", "numerator": "seeded", "denominator_value": 100_000_000}
+    (row,) = bench.ratio_rows(results, [{**spec, "target": 0.05, "compare": "le"}])
+    assert row["value"] == pytest.approx(0.04) and row["met"] is True and row["denominator_value"] == 100_000_000
+
+
+def test_the_seeding_section_says_where_the_bytes_came_from():
+    seeding = {
+        "seconds": 12.34,
+        "workers": {
+            "node3": {"written": 4, "present": 1, "unavailable": 2, "bytes_written": 50e6, "bytes_fetched": 50e6},
+            "node2": {
+                "written": 8,
+                "present": 0,
+                "unavailable": 0,
+                "bytes_written": 100e6,
+                "bytes_fetched": 40e6,
+                "shards_local": ["m-00002-of-00002.gguf"],
+                "shards_fetched": ["m-00001-of-00002.gguf"],
+            },
+        },
+        "sources": {"m-00001-of-00002.gguf": "http://10.0.0.1:8/m-00001-of-00002.gguf"},
+        "coordinator_network": {"sent_bytes": 120_000, "received_bytes": 3_000},
+    }
+    results = [{"name": "seeded", "rpc": ["a:1"], "summary": {"load_seconds": 2.0, "load_sent_bytes": 3e6}}]
+    md = bench.markdown_report(results + [{"name": "plain", "summary": {}}], [], {"title": "t"})
+    assert "## Seeding" not in md and "| seeded | - | 1 | 2.0 | 3.0 |" in md
+    md = bench.markdown_report([{**results[0], "seeding": seeding}], [], {"title": "t"})
+    assert "## Seeding before seeded: 12.3 s (not in its load time)" in md
+    assert "150.0 MB written into the workers' tensor caches: 60.0 MB from shards on the worker's own disk" in md
+    assert "90.0 MB by HTTP Range requests (URLs offered: http://10.0.0.1:8/m-00001-of-00002.gguf (m-00001" in md
+    assert "The coordinator's links meanwhile: 0.12 MB sent, 0.00 MB received." in md
+    assert "| node2 | 8 | 0 | 0 | 60.0 (m-00002-of-00002.gguf) | 40.0 (m-00001-of-00002.gguf) |" in md
+    assert md.index("| node2 |") < md.index("| node3 | 4 | 1 | 2 | 0.0 (-) | 50.0 (-) |")

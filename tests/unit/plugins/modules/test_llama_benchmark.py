@@ -8,7 +8,9 @@ import json
 
 import pytest
 import tiny_gguf
+import yaml
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _bench_run
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import run_summary, server_argv
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import RPC_CALL_SECONDS, RPC_COMPUTE_FACTOR
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_benchmark as mod
@@ -205,6 +207,67 @@ def test_run_summary_takes_medians_spread_and_the_best_aggregate():
         "generation_spread": 0.4,
         "generation_min": 8.0,
         "generation_max": 12.0,
+        "load_sent_bytes": None,  # no count of the load's bytes
         "aggregate_tps": 15.0,
     }
     assert "aggregate_tps" not in run_summary({"load_seconds": 4.0, "runs": runs, "parallel_runs": []})
+    counted = {"load_seconds": 4.0, "runs": runs, "parallel_runs": [], "load_network": {"sent_bytes": 7}}
+    assert run_summary(counted)["load_sent_bytes"] == 7
+
+
+def test_counters_mode_reads_the_links_but_loopback(run_module, tmp_path, monkeypatch):
+    net_dev = tmp_path / "dev"
+    net_dev.write_text(
+        "Inter-| Receive | Transmit\n face |bytes packets ...\n"
+        "    lo: 500 5 0 0 0 0 0 0 500 5 0 0 0 0 0 0\n  eth0: 1200 9 0 0 0 0 0 0 3400 11 0 0 0 0 0 0\n"
+    )
+    monkeypatch.setattr(_bench_run, "NET_DEV", str(net_dev))
+    out = run_module(mod, {"mode": "counters"})
+    assert not out.failed and out.result["counters"] == {"received_bytes": 1200, "sent_bytes": 3400}
+    assert out.result["changed"] is False
+    monkeypatch.setattr(_bench_run, "NET_DEV", str(tmp_path / "absent"))
+    out = run_module(mod, {"mode": "counters"})
+    assert out.failed and "absent" in out.result["msg"]
+
+
+def test_report_compares_greedy_outputs_with_the_single_process_and_shows_the_seeding(run_module, tmp_path):
+    def with_runs(result, content):
+        run = {"prompt_tokens": 32, "predict_tokens": 16, "repeat": 0, "content": content}
+        return {**result, "runs": [run, {**run, "repeat": 1}]}
+
+    seeded = {
+        "name": "seeded",
+        "rpc": ["b:1"],
+        "split_mode": "layer",
+        "summary": {"generation_tps": 9.0, "load_seconds": 1.5, "load_sent_bytes": 2_000_000},
+        "seeding": {"seconds": 3.0, "workers": {"node2": {"written": 2, "bytes_written": 9e6}}},
+    }
+    results = [with_runs(RESULTS[0], " Paris"), with_runs(RESULTS[1], " Lyon"), with_runs(seeded, " Paris")]
+    ratio = {"name": "sent/model", "metric": "load_sent_bytes", "numerator": "seeded", "denominator_value": 100_000_000}
+    out = run_module(
+        mod,
+        {
+            "mode": "report",
+            "results": results,
+            "results_dir": str(tmp_path / "r"),
+            "ratios": [{**ratio, "target": 0.05, "compare": "le"}],
+        },
+    )
+    assert not out.failed, out.result
+    data = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert [r["summary"]["same_output_as_single"] for r in data["results"]] == [True, False, True]
+    assert data["results"][2]["seeding"]["seconds"] == 3.0
+    sent, output = data["ratios"]
+    assert sent["value"] == 0.02 and sent["met"] is True
+    assert output["value"] == 0.5 and output["met"] is False and output["differ"] == ["layer"]
+    markdown = out.result["markdown"]
+    assert "| seeded | layer | 1 | 1.5 | 2.0 |" in markdown and markdown.rstrip().count("| yes |") >= 2
+    assert "## Seeding before seeded: 3.0 s" in markdown
+    row = "| greedy output identical to single (share of 2 configurations); differ: layer | 0.500 | >= 1.00 | NO |"
+    assert row in markdown
+
+
+def test_documentation_parses_and_names_every_mode():
+    doc = yaml.safe_load(mod.DOCUMENTATION)
+    assert doc["options"]["mode"]["choices"] == ["run", "profile", "counters", "report"]
+    assert "counters" in yaml.safe_load(mod.RETURN) and yaml.safe_load(mod.EXAMPLES)
