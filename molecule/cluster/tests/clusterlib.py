@@ -22,8 +22,10 @@ SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", REPO / "molecule" 
 MANIFEST = Path(_paths.user_path("demo-model", "llamarpc-tiny-seed0.manifest.json"))
 
 
-def api(path, body=None, key=API_KEY, timeout=60):
-    """(status, parsed JSON or text) of a request to the coordinator's API (a lab host: allowed)."""
+def api(path, body=None, key=API_KEY, timeout=600):
+    """(status, parsed JSON or text) of a request to the coordinator's API (a lab host: allowed); status None and the
+    error's text when no answer came. The default timeout only guards against a hang: six hosts sharing two cores with
+    other labs generated 32 tokens in more than 60 s (ci15, load 20), and a slow answer is still an answer."""
     url = f"http://{address('node1')}:{PORT}{path}"
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")

@@ -98,7 +98,7 @@ def test_greedy_output_matches_a_single_process(single_process, prompt):
         single_process.run_expect([0], http_command(f"http://127.0.0.1:{SINGLE_PORT}/completion", body)).stdout
     )
     status, cluster = api("/completion", request)
-    assert status == 200
+    assert status == 200, cluster
     assert len(cluster["tokens"]) == 32 and cluster["tokens_predicted"] == 32
     assert alone["tokens"] == cluster["tokens"]
     assert alone["content"] == cluster["content"]
