@@ -31,7 +31,7 @@ step_clock() {  # scenario start : pass molecule's output through, and time each
 }
 
 run_item() {  # item start : one lane item (see the header)
-  local item=$1 start=$2 scenario step steps
+  local item=$1 start=$2 scenario step steps index
   if [[ $item == make:* ]]; then
     echo "=== make ${item#make:}"
     make --no-print-directory "${item#make:}"
@@ -39,8 +39,13 @@ run_item() {  # item start : one lane item (see the header)
     scenario=${item%%:*}
     IFS=, read -ra steps <<< "${item#*:}"
     echo "=== molecule scenario $scenario, steps ${steps[*]}"
-    for step in "${steps[@]}"; do
-      PYTHONUNBUFFERED=1 "$molecule" "$step" -s "$scenario" 2>&1 | step_clock "$scenario" "$start" || return 1
+    for index in "${!steps[@]}"; do
+      step=${steps[$index]}
+      if ! PYTHONUNBUFFERED=1 "$molecule" "$step" -s "$scenario" 2>&1 | step_clock "$scenario" "$start"; then
+        # As `molecule test` does: a failed step still removes the lab when a destroy step was to follow.
+        if [[ " ${steps[*]:index+1} " == *" destroy "* ]]; then "$molecule" destroy -s "$scenario" > /dev/null 2>&1; fi
+        return 1
+      fi
     done
   else
     echo "=== molecule scenario $item"
