@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make test`'s checks and molecule scenarios, in lanes. Each argument is a lane: its items one after another, every
 # lane of a group at once. An item is a scenario name (`molecule test -s NAME`), NAME:STEP,STEP... (those molecule steps
-# alone, in that order, on the scenario's lab: a scenario's test sequence can be cut in two across the phases), or
-# make:TARGET (`make TARGET`).
+# alone, in that order, on the scenario's lab: a scenario's test sequence can be cut in two across the phases; a failed
+# step still removes the lab when a destroy step was to follow), or make:TARGET (`make TARGET`).
 #   tools/molecule_lanes.sh [--beside LANE...] [--first] LANE... --then LANE...   ("--" is --then)
 # The first lanes build what the later ones use (the worker scenario's converge builds llama.cpp once into the
 # controller's cache); the lanes after --then start once the first lanes all passed. A --beside lane starts with the
