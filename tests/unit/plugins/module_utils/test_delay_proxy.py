@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,6 +62,24 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _reporting_proxy(flag, port, target, script=dp.__file__, **popen):
+    """The proxy as a process with ``flag`` (``--report`` or ``--rpc-stats``), no delay, one route to ``target``;
+    yields it once it printed ``listening`` (an event, not a wait: the listener is up then), stops it after."""
+    proc = subprocess.Popen(
+        [sys.executable, script, "--delay-ms", "0", flag, f"{port}=127.0.0.1:{target}"],
+        stdout=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+    try:
+        assert proc.stdout.readline() == "listening\n"
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(5)
 
 
 def _wait_listening(proc, port, seconds=60):
@@ -154,13 +173,7 @@ def test_report_counts_the_bytes_of_each_connection_in_each_direction():
     """``--report``: a line when listening, one per connection opened, and its byte counts once both sides ended."""
     echo = _echo_server()
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, dp.__file__, "--delay-ms", "0", "--report", f"{port}=127.0.0.1:{echo}"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout.readline() == "listening\n"  # an event, not a wait: the listener is up now
+    with _reporting_proxy("--report", port, echo) as proc:
         for size in (1, 300_000):
             with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
                 conn.sendall(b"y" * size)
@@ -175,9 +188,6 @@ def test_report_counts_the_bytes_of_each_connection_in_each_direction():
             "open 1",
             "open 2",
         ]
-    finally:
-        proc.terminate()
-        proc.wait(5)
 
 
 def _one_shot_worker(expect, answer):
@@ -228,13 +238,7 @@ def test_rpc_stats_counts_requests_and_replies_and_forwards_byte_exact():
     down = b"".join(struct.pack("<Q", len(payload)) + payload for payload in (hello, count, tensor))
     worker, got = _one_shot_worker(len(up), down)
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, dp.__file__, "--delay-ms", "0", "--rpc-stats", f"{port}=127.0.0.1:{worker}"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout.readline() == "listening\n"  # --rpc-stats implies --report
+    with _reporting_proxy("--rpc-stats", port, worker) as proc:
         with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
             for start in range(0, len(up), 5):  # 5-byte pieces: every header is cut somewhere
                 conn.sendall(up[start : start + 5])
@@ -264,21 +268,12 @@ def test_rpc_stats_counts_requests_and_replies_and_forwards_byte_exact():
             }
             assert record["commands"]["SET_TENSOR"]["request_bytes"] == 9 + 256 * 300
             assert record["commands"]["GET_TENSOR"]["response_bytes"] == 8 + 4096
-    finally:
-        proc.terminate()
-        proc.wait(5)
 
 
 def test_rpc_stats_on_a_stream_that_is_not_rpc_still_forwards_it_whole():
     echo = _echo_server()
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, dp.__file__, "--delay-ms", "0", "--rpc-stats", f"{port}=127.0.0.1:{echo}"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout.readline() == "listening\n"
+    with _reporting_proxy("--rpc-stats", port, echo) as proc:
         payload = b"y" * 300_000
         with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
             conn.sendall(payload)
@@ -290,9 +285,6 @@ def test_rpc_stats_on_a_stream_that_is_not_rpc_still_forwards_it_whole():
         assert record["parsing"] is False and "unknown command byte 121" in record["note"]
         assert (record["bytes_to_worker"], record["bytes_from_worker"]) == (300_000, 300_000)
         assert record["commands"] == {}
-    finally:
-        proc.terminate()
-        proc.wait(5)
 
 
 def test_the_benchmark_writes_a_proxy_that_runs_on_its_own(tmp_path):
@@ -306,20 +298,9 @@ def test_the_benchmark_writes_a_proxy_that_runs_on_its_own(tmp_path):
     assert subprocess.run(check, env=env, cwd=tmp_path, capture_output=True, check=False).returncode != 0
     echo = _echo_server()
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, script, "--delay-ms", "0", "--rpc-stats", f"{port}=127.0.0.1:{echo}"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout.readline() == "listening\n"
+    with _reporting_proxy("--rpc-stats", port, echo, script=script, env=env, cwd=tmp_path) as proc:
         with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
             conn.sendall(rpc.encode_hello())
             assert len(conn.recv(65536)) > 0
         record = _rpc_line(proc, "rpc")
         assert record["commands"]["HELLO"]["requests"] == 1
-    finally:
-        proc.terminate()
-        proc.wait(5)
