@@ -28,6 +28,17 @@ def real_model():
     return json.loads(out.stdout)["path"]
 
 
+def tiny_model(out, preset):
+    """Shard-less GGUF of tools/tiny_gguf.py's ``preset`` written into ``out``; its path."""
+    subprocess.run(
+        [sys.executable, str(REPO / "tools/tiny_gguf.py"), "--out", str(out), "--preset", preset],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return str(next(Path(out).glob("*.gguf")))
+
+
 @pytest.fixture(scope="session")
 def hasher(tmp_path_factory):
     """The FNV-1a helper built from the worker role's source, as the role builds it on a host (one build per run)."""

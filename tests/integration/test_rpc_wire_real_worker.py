@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 import test_real_model_identity as identity
+from conftest import tiny_model
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _llama_smoke
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_wire as wire
@@ -55,14 +56,7 @@ REPLY_HEADER = 8
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model")
-    subprocess.run(
-        [sys.executable, str(REPO / "tools/tiny_gguf.py"), "--out", str(out), "--preset", "tiny"],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return str(next(out.glob("*.gguf")))
+    return tiny_model(tmp_path_factory.mktemp("model"), "tiny")
 
 
 class Proxy:

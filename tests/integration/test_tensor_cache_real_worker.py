@@ -16,11 +16,11 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import test_real_model_identity as identity
+from conftest import tiny_model
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
 
@@ -47,14 +47,7 @@ def hasher(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("model")
-    subprocess.run(
-        [sys.executable, str(REPO / "tools/tiny_gguf.py"), "--out", str(out), "--preset", "cache"],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return str(next(out.glob("*.gguf")))
+    return tiny_model(tmp_path_factory.mktemp("model"), "cache")
 
 
 def greedy(port):
