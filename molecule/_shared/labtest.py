@@ -257,7 +257,13 @@ def recap(output):
     return counts
 
 
-def wait_for(predicate, timeout, interval=1.0):
+#: The bound on waiting for what happens on its own (a unit restarts, a file syncs, a mount comes back, a worker
+#: answers). wait_for returns as soon as the predicate holds, so a generous bound costs nothing when things work; a
+#: tight one can turn a loaded machine into a red test.
+EVENTUALLY = 600
+
+
+def wait_for(predicate, timeout=EVENTUALLY, interval=1.0):
     """Poll ``predicate`` until it is true or ``timeout`` seconds passed; returns the last value."""
     deadline = time.monotonic() + timeout
     value = predicate()

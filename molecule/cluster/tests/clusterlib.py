@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
-from labtest import INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
+from labtest import EVENTUALLY, INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _lab, _paths
 
@@ -116,7 +116,7 @@ def supervisor():
     return json.loads(text) if text.strip() else {}
 
 
-def came_back(name, unit, killed_pid, checked_before, timeout=180):
+def came_back(name, unit, killed_pid, checked_before, timeout=EVENTUALLY):
     """After ``killed_pid`` of ``unit`` on host ``name`` was killed: (its new MainPID, the supervisor's first record
     since ``checked_before`` (its checked_at before the kill) that finds the worker up), each None if it never came.
     Back means systemd started the unit again (a new, non-zero MainPID of an active unit) and the supervisor's own

@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 
 import pytest
 from clusterlib import API_KEY, MANIFEST, api, deployed_plan, greedy, held_shards, inventory_vars
 from faultreport import record
-from labtest import http_command, inventory_hosts, lab
+from labtest import http_command, inventory_hosts, lab, wait_for
 
 SINGLE_PORT = 18080
 EXPORT_ROOT = "/srv/llamarpc/export"  # the llama_model role's llama_model_export_root
@@ -78,11 +77,7 @@ def single_process():
     )
     node1.run_expect([0], command)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if node1.run(http_command(f"http://127.0.0.1:{SINGLE_PORT}/health")).rc == 0:
-                break
-            time.sleep(1)
+        wait_for(lambda: node1.run(http_command(f"http://127.0.0.1:{SINGLE_PORT}/health")).rc == 0)
         yield node1
     finally:
         node1.run("systemctl stop llamarpc-single; systemctl reset-failed llamarpc-single")

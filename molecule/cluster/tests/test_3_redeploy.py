@@ -14,7 +14,7 @@ from clusterlib import (
     wait_serving,
 )
 from faultreport import record
-from labtest import INVENTORY, lab
+from labtest import EVENTUALLY, INVENTORY, lab
 
 
 def drop_host(name):
@@ -97,7 +97,7 @@ def test_removing_a_worker_from_the_inventory_replans_and_restarts_only_the_coor
     assert f"{address('node6')}:" not in plan["rpc"]
     assert main_pid(node1, "llamarpc-server") != server_before
     assert main_pid(node2, "llamarpc-rpc-worker") == worker_before
-    assert wait_serving(60) is not None
+    assert wait_serving(EVENTUALLY) is not None
 
 
 def test_adding_a_worker_to_the_inventory_plans_it_in():
@@ -114,4 +114,4 @@ def test_adding_a_worker_to_the_inventory_plans_it_in():
     assert f"{address('node6')}:" in plan["rpc"]
     assert main_pid(node1, "llamarpc-server") != server_before
     assert main_pid(node2, "llamarpc-rpc-worker") == worker_before
-    assert wait_serving(60) is not None
+    assert wait_serving(EVENTUALLY) is not None

@@ -17,7 +17,7 @@ from clusterlib import (
     playbook,
     wait_serving,
 )
-from labtest import INVENTORY, lab
+from labtest import EVENTUALLY, INVENTORY, lab
 
 SERVER = "llamarpc-server"
 KEY_FILE = "/etc/llamarpc/coordinator/api-keys"
@@ -67,7 +67,7 @@ def restored():
     yield
     coordinator_run(INVENTORY)
     lab("node1").run(f"rm -rf {COPY}")
-    assert wait_serving(120) is not None
+    assert wait_serving(EVENTUALLY) is not None
 
 
 def test_llama_server_restarts_on_a_changed_key_flag_or_binary_and_not_on_a_no_op(tmp_path, restored):

@@ -34,7 +34,7 @@ def power_loss(names):
     inits = {name: host_init(name) for name in names}
     for pid in inits.values():
         os.kill(pid, signal.SIGKILL)
-    gone = wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in inits.values()), 120)
+    gone = wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in inits.values()))
     assert gone, f"the hosts' systemd survived SIGKILL: {inits}"
     return inits
 
@@ -142,7 +142,7 @@ def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
     down = not serving()
     boot_all()
     booted = time.monotonic() - start
-    seen = recovered(["node1"], digests, within=180)
+    seen = recovered(["node1"], digests)
     took = time.monotonic() - start
     node1 = lab("node1")
     back, failed, sshfs, timer, intact = (seen[key] for key in ("back", "failed", "units", "timer", "intact"))
@@ -162,4 +162,4 @@ def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
     assert not failed, seen
     assert timer == "active"
     assert intact
-    assert wait_for(lambda: node1.run("systemctl is-system-running").stdout.strip() in ("running", "degraded"), 30)
+    assert wait_for(lambda: node1.run("systemctl is-system-running").stdout.strip() in ("running", "degraded"))

@@ -84,8 +84,7 @@ def restart_lsyncd_by_kill(host):
     assert before != "0", "lsyncd is not running"
     host.run(f"kill -KILL {before}")
     after = wait_for(
-        lambda: (s := unit_state(host))["MainPID"] not in {"0", before} and s["ActiveState"] == "active" and s,
-        timeout=30,
+        lambda: (s := unit_state(host))["MainPID"] not in {"0", before} and s["ActiveState"] == "active" and s
     )
     assert after, f"systemd did not restart lsyncd: {unit_state(host)}"
     return before, after["MainPID"]

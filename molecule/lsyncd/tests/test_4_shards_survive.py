@@ -36,7 +36,6 @@ def test_a_restart_of_pools_user_manager_does_not_bring_lsyncd_back(shards):
             host.check_output(f"systemctl show -p MainPID --value user@{uid}.service") not in {"0", before}
             and host.run(f"test -S /run/user/{uid}/systemd/private").rc == 0
         ),
-        timeout=30,
     )
     assert pool_systemctl(host, "is-system-running", "--wait").rc in {0, 1}  # running or degraded: it answers
     state = unit_state(host)

@@ -30,7 +30,7 @@ def plain_traffic_blocked():
 def test_plain_address_blocked_mesh_address_answers(plain_traffic_blocked):
     node1 = lab("node1")
     assert not ping(node1, lab_address("node2"), count=2, wait=1), "the block should stop plain traffic"
-    assert wait_for(lambda: ping(node1, mesh_address("node2"), count=3), timeout=15)
+    assert wait_for(lambda: ping(node1, mesh_address("node2"), count=3))
 
 
 def test_coordinator_reaches_the_worker_over_the_mesh_only(plain_traffic_blocked):

@@ -111,7 +111,7 @@ def test_stopping_the_unit_unmounts_cleanly_and_quickly():
         assert client.run(f"pgrep -f -- 'sshfs .*{MOUNT}( |$)'").rc != 0
     finally:
         client.check_output(f"systemctl start {UNIT}")  # the next test needs the mount, whatever happened here
-    assert wait_for(lambda: sshfs_entry(client), timeout=30)
+    assert wait_for(lambda: sshfs_entry(client))
 
 
 def test_unmounted_then_mounted_again():

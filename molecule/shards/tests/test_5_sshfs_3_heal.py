@@ -31,7 +31,7 @@ def mount_healed_afterwards():
     yield
     client, server = lab(CLIENT), lab(SERVER)
     client.run("pkill -CONT -x sshfs; true")
-    assert wait_for(lambda: sshd_back(server), timeout=120), "sshd did not come back on the serving host"
+    assert wait_for(lambda: sshd_back(server)), "sshd did not come back on the serving host"
     server.run(f"pkill -CONT -u {EXPORT_USER}; true")
     result = run_mount(mount_args(), timeout=600)
     assert result["health"] == "ok" and not result.get("failed"), f"could not restore the mount: {result}"
@@ -69,8 +69,7 @@ def test_kill_9_is_healed_by_the_unit():
     before = unit_state(client)
     client.check_output(f"kill -KILL {before['MainPID']}")
     after = wait_for(
-        lambda: (s := unit_state(client))["MainPID"] not in {"0", before["MainPID"]} and healthy_again(client) and s,
-        timeout=30,
+        lambda: (s := unit_state(client))["MainPID"] not in {"0", before["MainPID"]} and healthy_again(client) and s
     )
     assert after, f"systemd did not bring the mount back: {unit_state(client)}"
     assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1
@@ -134,9 +133,9 @@ def test_sshd_stopped_and_restarted_is_healed_by_sshfs_reconnect():
     client, server = lab(CLIENT), lab(SERVER)
     pid = unit_state(client)["MainPID"]
     sshd_outage(server, 3)
-    assert wait_for(lambda: sshd_back(server), timeout=60)
+    assert wait_for(lambda: sshd_back(server))
     # The next access reconnects by itself (however long the new ssh handshake takes on a busy machine).
-    assert wait_for(lambda: client.run(f"timeout 30 stat -f {MOUNT}").rc == 0, timeout=120)
+    assert wait_for(lambda: client.run(f"timeout 30 stat -f {MOUNT}").rc == 0)
     result = run_mount(mount_args())
     print(f"\nsshd restarted: changed={result['changed']} health_before={result['health_before']}")
     assert result["health"] == "ok"
@@ -152,7 +151,7 @@ def test_sshd_down_is_detected_and_healed_by_state_mounted():
     # Long enough that the module's first look comes while sshd is still down, even on a busy machine.
     sshd_outage(server, 90)
     # statvfs, not stat: it reaches the server (a stat may be answered from the caches for a while).
-    assert wait_for(lambda: client.run(f"timeout 10 stat -f {MOUNT}").rc not in {0, 124}, timeout=60)
+    assert wait_for(lambda: client.run(f"timeout 10 stat -f {MOUNT}").rc not in {0, 124})
     result = run_mount(mount_args(mount_timeout=300), timeout=600)
     print(f"\nsshd down: health_before={result['health_before']} actions={result['actions']}")
     assert result["changed"], result
@@ -160,4 +159,4 @@ def test_sshd_down_is_detected_and_healed_by_state_mounted():
     assert result["health"] == "ok"
     assert sshfs_entry(client) is not None
     assert not run_mount(mount_args())["changed"]
-    assert wait_for(lambda: sshd_back(server), timeout=60)
+    assert wait_for(lambda: sshd_back(server))

@@ -68,7 +68,7 @@ def test_status_reports_each_unit_as_systemd_sees_it_and_the_memory(tmp_path):
     states = {name: (entry["unit"]["active"], entry["unit"]["sub"]) for name, entry in report.items()}
     assert states == {name: ("inactive", "dead") if name == TARGET else ("active", "running") for name in WORKERS}
     assert all(entry["memory"]["available"] > 0 for entry in report.values()), report
-    assert wait_for(lambda: hello(TARGET) == "ready", timeout=60)
+    assert wait_for(lambda: hello(TARGET) == "ready")
 
 
 def test_restart_restarts_the_worker_and_it_answers_again(tmp_path):
@@ -76,4 +76,4 @@ def test_restart_restarts_the_worker_and_it_answers_again(tmp_path):
     entry_point(tmp_path, "restart", hosts=TARGET)
     after = main_pid(TARGET)
     assert after not in (before, "0"), (before, after)
-    assert wait_for(lambda: hello(TARGET) == "ready", timeout=60)
+    assert wait_for(lambda: hello(TARGET) == "ready")

@@ -4,7 +4,6 @@ coordinator, probed over their own protocol, restarted by systemd, and caching l
 import shlex
 import subprocess
 import sys
-import time
 
 import pytest
 import testinfra
@@ -101,18 +100,16 @@ def test_systemd_brings_a_killed_worker_back():
     host = lab(NON_COORDINATORS[-1])
     before = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
     host.run(f"kill -9 {before}")
-    deadline = time.monotonic() + 30
-    after = before
-    while time.monotonic() < deadline:
-        after = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
-        if after not in (before, "0") and host.service(SERVICE).is_running:
-            break
-        time.sleep(1)
-    assert after not in (before, "0")
-    # Type=simple: active before it listens; wait for the HELLO answer rather than probe once.
-    state = wait_for(
-        lambda: (s := probe_from(COORDINATOR, [NON_COORDINATORS[-1]])[0]["state"]) == "ready" and s, timeout=60
+    after = wait_for(
+        lambda: (
+            (pid := host.check_output(f"systemctl show -p MainPID --value {SERVICE}")) not in (before, "0")
+            and host.service(SERVICE).is_running
+            and pid
+        )
     )
+    assert after, f"{SERVICE} was not started again after PID {before} was killed"
+    # Type=simple: active before it listens; wait for the HELLO answer rather than probe once.
+    state = wait_for(lambda: (s := probe_from(COORDINATOR, [NON_COORDINATORS[-1]])[0]["state"]) == "ready" and s)
     assert state == "ready"
 
 
@@ -137,12 +134,7 @@ def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
         f"-dev {devices} -ngl all -c 256 -t 1 --host 127.0.0.1 --port 18080"
     )
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if coordinator.run(http_command("http://127.0.0.1:18080/health")).rc == 0:
-                break
-            time.sleep(2)
-        else:
+        if not wait_for(lambda: coordinator.run(http_command("http://127.0.0.1:18080/health")).rc == 0, interval=2):
             pytest.fail(coordinator.run("journalctl -u cache-load --no-pager | tail -30").stdout)
     finally:
         coordinator.run("systemctl stop cache-load")
