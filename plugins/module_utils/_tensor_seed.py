@@ -46,6 +46,18 @@ from ._shard_fetch import FetchError, _open, _range_total
 TEMP_PREFIX = ".seed-"
 COPY_CHUNK = 8 << 20
 FETCH_TIMEOUT = 60  # seconds without a byte before a Range request is given up
+#: What RV(summary) repeats of the result: a seeding's outcome without its per-tensor list.
+SUMMARY_KEYS = (
+    "written",
+    "present",
+    "unavailable",
+    "fetched",
+    "bytes_written",
+    "bytes_fetched",
+    "shards_local",
+    "shards_fetched",
+    "msg",
+)
 KEEP_STATES = ("present", "written")
 
 
@@ -516,7 +528,8 @@ def _keep(params, rows, check_mode, before):
 
 
 def _summary(rows):
-    """The counts of the result from the seeded rows (local and fetched; not the unavailable ones)."""
+    """The counts of the result from the seeded rows (local and fetched; not the unavailable ones), and the shard files
+    whose bytes were written (in check mode, would be), by source: ``shards_local`` and ``shards_fetched``."""
     to_write = [row for row in rows if row["state"] in ("missing", "written")]
     sizes = {row["hash"]: row["size"] for row in to_write if row["hash"]}
     pending = [row for row in to_write if not row["hash"]]  # check mode: only a fetch would tell the hash
@@ -525,7 +538,13 @@ def _summary(rows):
         "bytes_written": sum(sizes.values()) + sum(row["size"] for row in pending),
         "present": sum(row["state"] == "present" for row in rows),
         "fetched": sum(row["source"] == "url" for row in to_write),
+        "shards_local": _shard_names(row for row in to_write if row["source"] == "local"),
+        "shards_fetched": _shard_names(row for row in to_write if row["source"] == "url"),
     }
+
+
+def _shard_names(rows):
+    return sorted({os.path.basename(row["file"]) for row in rows})
 
 
 def _diff(params, seeded, stale, keep_before, keep_after):
@@ -568,6 +587,7 @@ def run_module(module):
         hasher = None
     result = {"changed": False, "tensors": [], "written": 0, "present": 0, "unavailable": 0, "bytes_written": 0}
     result.update(removed_temporaries=[], fetched=0, bytes_fetched=0, keep_file_changed=False)
+    result.update(shards_local=[], shards_fetched=[])
     keep_before = (read_text(params["keep_file"]) or "") if params["keep_file"] else ""
     try:
         outcome = _seed_all(module, params, hasher, keep_before)
@@ -606,6 +626,7 @@ def run_module(module):
             f"{'to write' if module.check_mode else 'written'} ({counts['fetched']} of them by Range), "
             f"{len(unavailable)} unavailable (llama-server sends those)"
         )
+    result["summary"] = {key: result[key] for key in SUMMARY_KEYS}
     if module._diff:
         result["diff"] = _diff(params, seeded, stale, keep_before, keep_after)
     return result

@@ -180,6 +180,22 @@ bytes_fetched:
   description: Bytes received by Range requests (0 in check mode).
   returned: always
   type: int
+shards_local:
+  description: The file names of this host's shards whose tensors were written (in check mode, would be), sorted.
+  returned: always
+  type: list
+  elements: str
+shards_fetched:
+  description: The file names of the shards whose tensors were fetched by Range (in check mode, would be), sorted.
+  returned: always
+  type: list
+  elements: str
+summary:
+  description: The seeding's outcome without the per-tensor list - RV(written), RV(present), RV(unavailable),
+    RV(fetched), RV(bytes_written), RV(bytes_fetched), RV(shards_local), RV(shards_fetched) and RV(msg) - for a caller
+    that gathers it per worker (the C(llama_coordinator) role's fact C(llama_coordinator_seeded)).
+  returned: when O(cache_dir) is given
+  type: dict
 keep_file_changed:
   description: Whether O(keep_file)'s text changed (in check mode, would change - always when a tensor is to be
     fetched, its hash unknown until then); false without O(keep_file).

@@ -87,12 +87,16 @@ def test_a_tensor_fetched_by_range_is_cached_as_a_local_copy_would_be(run_module
     asked = sorted((wanted, sent) for _path, wanted, sent in server.settled())
     assert asked == sorted((f"bytes={t['offset']}-{t['offset'] + t['size'] - 1}", t["size"]) for t in remote)
     assert out["bytes_fetched"] == sum(t["size"] for t in remote) < model["files"][0]["size"]
+    # Which shard gave which bytes, and the summary a caller gathers per worker (the role's llama_coordinator_seeded).
+    assert (out["shards_local"], out["shards_fetched"]) == ([model["files"][1]["name"]], [model["files"][0]["name"]])
+    assert out["summary"] == {key: out[key] for key in ts.SUMMARY_KEYS}
     lines = Path(seeding["keep_file"]).read_text(encoding="utf-8").splitlines()
     assert {line.split()[0] for line in lines} == {t["hash"] for t in out["tensors"]}
 
     requests = len(server.requests)
     again = run_module(tensor_cache_seed, given).result
     assert not again["changed"] and not again["keep_file_changed"] and again["present"] == len(mine)
+    assert (again["summary"]["shards_local"], again["summary"]["shards_fetched"]) == ([], [])  # nothing written
     assert (again["fetched"], again["bytes_fetched"], len(server.requests)) == (0, 0, requests)
     checked = run_module(tensor_cache_seed, given, check_mode=True).result
     assert not checked["changed"] and len(server.requests) == requests
