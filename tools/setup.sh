@@ -14,6 +14,7 @@ fi
 APT_PACKAGES=(systemd-container debootstrap iproute2 nftables e2fsprogs openssh-client sshfs fuse3 rsync
               python3 python3-venv python3-dev ca-certificates git make cmake g++ libgomp1 procps psmisc
               nginx-light   # nginx: a real HTTP server with Range, for the shard download tests (loopback only)
+              openssh-sftp-server  # the real sftp-server, over a pipe, for the SFTP range reader's tests
               shellcheck    # ansible-test sanity skips its shellcheck test, with only a warning, when it is missing
               acct)         # process accounting: `make test` reports where the machine's CPU went (tools/cpu_account.sh)
 missing=()

@@ -301,31 +301,37 @@ def seeding_lines(name, seeding):
     """A seeded configuration's seeding as a Markdown section: its time (not part of the load's), the bytes each
     worker wrote into its tensor cache and where they came from, and what the coordinator's links carried
     meanwhile. ``seeding``: ``{seconds, workers: {host: {written, present, unavailable, bytes_written, bytes_fetched,
-    shards_local, shards_fetched}}, sources: {shard: URL}, coordinator_network: {sent_bytes, received_bytes}}``."""
+    bytes_peer, shards_local, shards_fetched, shards_peer}}, sources: {shard: URL}, coordinator_network: {sent_bytes,
+    received_bytes}}`` (a worker's ``summary`` of tensor_cache_seed)."""
     workers = seeding.get("workers") or {}
     written = sum(w.get("bytes_written") or 0 for w in workers.values())
     fetched = sum(w.get("bytes_fetched") or 0 for w in workers.values())
+    peer = sum(w.get("bytes_peer") or 0 for w in workers.values())
     net = seeding.get("coordinator_network") or {}
     sources = ", ".join(f"{url} ({shard})" for shard, url in sorted((seeding.get("sources") or {}).items()))
     lines = [
         "",
         f"## Seeding before {name}: {_fmt(seeding.get('seconds'), 1)} s (not in its load time)",
         "",
-        f"{_fmt(written / 1e6, 1)} MB written into the workers' tensor caches: {_fmt((written - fetched) / 1e6, 1)} MB "
-        f"from shards on the worker's own disk, {_fmt(fetched / 1e6, 1)} MB by HTTP Range requests (URLs offered: "
+        f"{_fmt(written / 1e6, 1)} MB written into the workers' tensor caches: "
+        f"{_fmt((written - fetched - peer) / 1e6, 1)} MB "
+        f"from shards on the worker's own disk, {_fmt(peer / 1e6, 1)} MB over SFTP from the host holding the shard, "
+        f"{_fmt(fetched / 1e6, 1)} MB by HTTP Range requests (URLs offered: "
         f"{sources or 'none'}).",
         "",
         f"The coordinator's links meanwhile: {_fmt((net.get('sent_bytes') or 0) / 1e6, 2)} MB sent, "
         f"{_fmt((net.get('received_bytes') or 0) / 1e6, 2)} MB received.",
         "",
-        "| worker | files written | present | unavailable | MB from own disk (shards) | MB by Range (shards) |",
-        "|---|---|---|---|---|---|",
+        "| worker | files written | present | unavailable | MB from own disk (shards) | MB from a peer (shards) "
+        "| MB by Range (shards) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for host, w in sorted(workers.items()):
-        local = (w.get("bytes_written") or 0) - (w.get("bytes_fetched") or 0)
+        local = (w.get("bytes_written") or 0) - (w.get("bytes_fetched") or 0) - (w.get("bytes_peer") or 0)
         lines.append(
             f"| {host} | {w.get('written')} | {w.get('present')} | {w.get('unavailable')} "
             f"| {_fmt(local / 1e6, 1)} ({', '.join(w.get('shards_local') or []) or '-'}) "
+            f"| {_fmt((w.get('bytes_peer') or 0) / 1e6, 1)} ({', '.join(w.get('shards_peer') or []) or '-'}) "
             f"| {_fmt((w.get('bytes_fetched') or 0) / 1e6, 1)} ({', '.join(w.get('shards_fetched') or []) or '-'}) |"
         )
     return lines

@@ -21,6 +21,11 @@ request for exactly its bytes (``_shard_fetch._open``, the Content-Range checked
 then the same hash, fsync and rename. A server that ignores Range or answers another range, and a failed request,
 leave the tensor ``unavailable`` (llama-server sends it at the load): nothing beyond the tensor's bytes is read.
 
+Before a URL, the nearest copy: a host that holds the shard and exports it read-only over SFTP (``peers``, by file
+name: the ``sshfs_shard_export`` role's view of its model directory). The worker reads exactly the tensor's bytes over
+one SFTP session per peer (``_sftp``), so they cross the network once, between the two hosts, never through the
+coordinator. A peer that fails is not asked again in the run; its tensors go to the URL when there is one.
+
 The keep file (``keep_file``) lists the plan's tensors now in the cache, one line each, sorted, no line twice:
 ``HASH NAME FILE OFFSET SIZE`` - the cache file's name (16 hex digits), the tensor's name, its shard's file name
 (both percent-encoded, so that neither holds a space), the tensor's offset in the shard and its size. The worker's
@@ -41,6 +46,7 @@ from ._cluster_plan import PlanError, assign_layers, is_tied, summarize, tensor_
 from ._fnv1a import NAME, HashError, hash_ranges
 from ._gguf_header import merge_headers, read_header, split_paths
 from ._model_profile import CACHE_THRESHOLD_BYTES
+from ._sftp import Session, SftpError, ssh_argv
 from ._shard_fetch import FetchError, _open, _range_total
 
 TEMP_PREFIX = ".seed-"
@@ -56,8 +62,13 @@ SUMMARY_KEYS = (
     "bytes_fetched",
     "shards_local",
     "shards_fetched",
+    "shards_peer",
+    "bytes_peer",
     "msg",
 )
+#: What a peer (an item of the ``peers`` option) names: the SFTP export's host and user, the shard's path in it, and
+#: this host's key and known_hosts file for it.
+PEER_KEYS = ("host", "user", "path", "identity_file", "known_hosts_file")
 KEEP_STATES = ("present", "written")
 
 
@@ -247,13 +258,14 @@ def seed(entries, cache_dir, hasher=None, check_mode=False):
     return rows, stale
 
 
-def locate(entries, source_dirs=None, urls=None):
+def locate(entries, source_dirs=None, urls=None, peers=None):
     """(entries found on this host, entries to fetch, entries with no source). With ``source_dirs`` each tensor's
     shard is looked up by its file name in those directories, in order (this host's copy of the shard), instead of at
     the path the list names; a copy too short to hold the tensor does not count, and in ``source_dirs`` neither does a
     symbolic link (the coordinator's link to a shard on another host's SSHFS mount: a hung mount would hang the seeding,
-    and those bytes are not this host's). A tensor not found here whose shard's file name is in ``urls`` is to fetch
-    (its entry gets ``url``); the others are ``unavailable``."""
+    and those bytes are not this host's). A tensor not found here whose shard's file name is in ``peers`` or ``urls``
+    is to fetch (its entry gets ``sources``: the peer first, the nearer copy, then the URL); the others are
+    ``unavailable``."""
     found, remote, missing = [], [], []
     for entry in entries:
         name = os.path.basename(entry["file"])
@@ -270,10 +282,10 @@ def locate(entries, source_dirs=None, urls=None):
         )
         if path is not None:
             found.append(dict(entry, file=path, source="local"))
-        elif (urls or {}).get(name) and entry["size"] > 0:
-            remote.append(dict(entry, url=urls[name]))
+        elif _sources(name, urls, peers) and entry["size"] > 0:
+            remote.append(dict(entry, sources=_sources(name, urls, peers)))
         else:
-            reason = f"no copy of {name} on this host" + (" and no URL for it" if urls else "")
+            reason = f"no copy of {name} on this host" + (" and no peer or URL for it" if urls or peers else "")
             missing.append(dict(entry, hash=None, state="unavailable", source=None, reason=reason))
     return found, remote, missing
 
@@ -316,14 +328,15 @@ def fetch_range(url, offset, size, descriptor, path, headers=None, timeout=FETCH
         raise FetchError(f"{label}: {exc}") from None
 
 
-def fetch_one(row, url, cache_dir, hasher=None, headers=None):
-    """Fetch one tensor's bytes from ``url`` into a temporary name, hash them, fsync, rename to the hash, fsync the
-    directory; sets the row's ``hash`` and ``state`` (``present`` when a right file of that name was there)."""
-    temporary = os.path.join(cache_dir, f"{TEMP_PREFIX}url.{os.getpid()}")
+def fetch_one(row, read, cache_dir, hasher=None):
+    """Fetch one tensor's bytes into a temporary name (``read(descriptor, path)`` writes them there), hash them, fsync,
+    rename to the hash, fsync the directory; sets the row's ``hash`` and ``state`` (``present`` when a right file of
+    that name was there)."""
+    temporary = os.path.join(cache_dir, f"{TEMP_PREFIX}fetch.{os.getpid()}")
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            fetch_range(url, row["offset"], row["size"], descriptor, temporary, headers)
+            read(descriptor, temporary)
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
@@ -343,16 +356,75 @@ def fetch_one(row, url, cache_dir, hasher=None, headers=None):
             os.unlink(temporary)
 
 
+def _sources(name, urls, peers):
+    """Where a shard this host lacks can be read, nearest first: ``[("peer", peer), ("url", url)]``, either absent."""
+    found = []
+    if (peers or {}).get(name):
+        found.append(("peer", peers[name]))
+    if (urls or {}).get(name):
+        found.append(("url", urls[name]))
+    return found
+
+
+def _source_key(kind, where):
+    """What fails as one: a peer's SSH session (host, user, key, known hosts), or one URL."""
+    if kind == "peer":
+        return kind, where["host"], where["user"], where["identity_file"], where["known_hosts_file"]
+    return kind, where
+
+
+class _Peers:
+    """One SFTP session per peer for a seeding run, opened at its first tensor; all closed at the end."""
+
+    def __init__(self):
+        self.sessions = {}
+
+    def read(self, peer, row):
+        key = _source_key("peer", peer)
+        if key not in self.sessions:
+            argv = ssh_argv(
+                peer["host"],
+                peer["user"],
+                identity_file=peer["identity_file"],
+                known_hosts_file=peer["known_hosts_file"],
+            )
+            self.sessions[key] = Session(argv)
+        session = self.sessions[key]
+        return lambda descriptor, _path: session.read_range(peer["path"], row["offset"], row["size"], descriptor)
+
+    def drop(self, peer):
+        session = self.sessions.pop(_source_key("peer", peer), None)
+        if session is not None:
+            session.close()
+
+    def close(self):
+        for session in self.sessions.values():
+            session.close()
+        self.sessions.clear()
+
+
+def _fetch_from(row, kind, where, peers, cache_dir, hasher, headers):
+    """Fetch the row's bytes from one source; raises RangeRefused, FetchError or SftpError when that source fails."""
+    if kind == "peer":
+        read = peers.read(where, row)
+    else:
+        read = lambda descriptor, path: fetch_range(  # noqa: E731 - the one line fetch_one calls
+            where, row["offset"], row["size"], descriptor, path, headers
+        )
+    fetch_one(row, read, cache_dir, hasher)
+
+
 def seed_remote(entries, cache_dir, known=None, hasher=None, check_mode=False, headers=None):
     """Seed ``cache_dir`` with ``locate``'s entries to fetch. A tensor whose hash ``known`` (``read_keep``) gives and
-    whose cache file of that name is right is ``present`` without a request; the others are fetched (in check mode:
-    ``missing``, hash unknown). After a failed or refused request the URL's other tensors are not tried. Returns the
-    rows (``source: url``, no ``url``), the reasons of the URLs that refused Range and the bytes received."""
+    whose cache file of that name is right is ``present`` without a request; the others are fetched from their
+    ``sources`` in order (in check mode: ``missing``, hash unknown). A source that failed (a peer's session, a URL) is
+    not asked again in the run. Returns the rows (``source``: ``peer`` or ``url``, the one their bytes came from), the
+    reasons of the URLs that refused Range and the bytes received, ``{"peer": n, "url": n}``."""
     known = known or {}
     rows = []
     for entry in entries:
-        row = {key: value for key, value in entry.items() if key != "url"}
-        rows.append(dict(row, hash=known.get(keep_key(entry)), state="missing", source="url"))
+        row = {key: value for key, value in entry.items() if key != "sources"}
+        rows.append(dict(row, hash=known.get(keep_key(entry)), state="missing", source=entry["sources"][0][0]))
     hashed = [row for row in rows if row["hash"]]
     right = _right_files([(os.path.join(cache_dir, row["hash"]), row["size"]) for row in hashed], hasher)
     for row, ok in zip(hashed, right, strict=True):
@@ -360,25 +432,38 @@ def seed_remote(entries, cache_dir, known=None, hasher=None, check_mode=False, h
     for row in rows:
         if row["state"] == "missing":
             row["hash"] = None  # a recorded hash whose file is gone or wrong: the bytes decide again
+    received = {"peer": 0, "url": 0}
     if check_mode:
-        return rows, [], 0
+        return rows, [], received
     check_room(rows, cache_dir)
-    failed, refused, received = {}, [], 0
-    for entry, row in zip(entries, rows, strict=True):
-        if row["state"] != "missing":
-            continue
-        url = entry["url"]
-        if url in failed:
-            row.update(state="unavailable", reason=f"not tried, an earlier request for it failed: {failed[url]}")
-            continue
-        try:
-            fetch_one(row, url, cache_dir, hasher, headers)
-            received += row["size"]
-        except (RangeRefused, FetchError) as exc:
-            failed[url] = str(exc)
-            row.update(state="unavailable", reason=str(exc))
-            if isinstance(exc, RangeRefused):
-                refused.append(str(exc))
+    failed, refused, peers = {}, [], _Peers()
+    try:
+        for entry, row in zip(entries, rows, strict=True):
+            if row["state"] != "missing":
+                continue
+            reasons = []
+            for kind, where in entry["sources"]:
+                key = _source_key(kind, where)
+                if key in failed:
+                    reasons.append(f"not tried, an earlier request to the {kind} failed: {failed[key]}")
+                    continue
+                try:
+                    _fetch_from(row, kind, where, peers, cache_dir, hasher, headers)
+                except (RangeRefused, FetchError, SftpError) as exc:
+                    failed[key] = str(exc) if kind == "url" else f"{where['host']}: {exc}"
+                    reasons.append(failed[key])
+                    if kind == "peer":
+                        peers.drop(where)
+                    if isinstance(exc, RangeRefused):
+                        refused.append(str(exc))
+                    continue
+                row["source"] = kind
+                received[kind] += row["size"]
+                break
+            else:
+                row.update(state="unavailable", reason="; ".join(reasons))
+    finally:
+        peers.close()
     return rows, refused, received
 
 
@@ -482,11 +567,17 @@ ARGUMENT_SPEC = {
     "keep_file": {"type": "path"},
     "urls": {"type": "dict"},
     "url_headers": {"type": "dict", "no_log": True},
+    "peers": {"type": "dict"},
 }
 MODULE_RULES = {
     "required_one_of": [["model", "tensors"]],
     "mutually_exclusive": [["model", "tensors"]],
-    "required_by": {"model": ["rpc", "tensor_split"], "keep_file": ["cache_dir"], "urls": ["cache_dir"]},
+    "required_by": {
+        "model": ["rpc", "tensor_split"],
+        "keep_file": ["cache_dir"],
+        "urls": ["cache_dir"],
+        "peers": ["cache_dir"],
+    },
 }
 
 
@@ -517,6 +608,20 @@ def given_urls(urls):
     return checked
 
 
+def given_peers(peers):
+    """The ``peers`` option checked: {shard file name: {host, user, path, identity_file, known_hosts_file}}."""
+    checked = {}
+    for name, peer in (peers or {}).items():
+        if os.path.basename(name) != name:
+            raise SeedError(f"peers are keyed by a shard's file name, not a path: {name!r}")
+        if not isinstance(peer, dict) or any(not isinstance(peer.get(key), str) or not peer[key] for key in PEER_KEYS):
+            raise SeedError(f"peers[{name!r}] needs {', '.join(PEER_KEYS)} (strings), not {peer!r}")
+        if not all(peer[key].startswith("/") for key in ("path", "identity_file", "known_hosts_file")):
+            raise SeedError(f"peers[{name!r}]: path, identity_file and known_hosts_file must be absolute")
+        checked[name] = {key: peer[key] for key in PEER_KEYS}
+    return checked
+
+
 def _keep(params, rows, check_mode, before):
     """The keep file's text after this run; written unless in check mode. Returns (changed, after)."""
     after = keep_text(rows, check_mode)
@@ -529,7 +634,8 @@ def _keep(params, rows, check_mode, before):
 
 def _summary(rows):
     """The counts of the result from the seeded rows (local and fetched; not the unavailable ones), and the shard files
-    whose bytes were written (in check mode, would be), by source: ``shards_local`` and ``shards_fetched``."""
+    whose bytes were written (in check mode, would be), by source: ``shards_local``, ``shards_peer`` (over SFTP) and
+    ``shards_fetched`` (by Range from a URL)."""
     to_write = [row for row in rows if row["state"] in ("missing", "written")]
     sizes = {row["hash"]: row["size"] for row in to_write if row["hash"]}
     pending = [row for row in to_write if not row["hash"]]  # check mode: only a fetch would tell the hash
@@ -537,9 +643,10 @@ def _summary(rows):
         "written": len(sizes) + len(pending),
         "bytes_written": sum(sizes.values()) + sum(row["size"] for row in pending),
         "present": sum(row["state"] == "present" for row in rows),
-        "fetched": sum(row["source"] == "url" for row in to_write),
+        "fetched": sum(row["source"] in ("url", "peer") for row in to_write),
         "shards_local": _shard_names(row for row in to_write if row["source"] == "local"),
         "shards_fetched": _shard_names(row for row in to_write if row["source"] == "url"),
+        "shards_peer": _shard_names(row for row in to_write if row["source"] == "peer"),
     }
 
 
@@ -564,13 +671,14 @@ def _diff(params, seeded, stale, keep_before, keep_after):
 
 
 def _seed_all(module, params, hasher, keep_before):
-    """Seed from local shards, then by Range; returns (local rows, fetched rows, unavailable rows, stale temporaries,
-    URL refusals, bytes received)."""
+    """Seed from local shards, then from peers and by Range; returns (local rows, fetched rows, unavailable rows, stale
+    temporaries, URL refusals, bytes received by source)."""
     urls = given_urls(params["urls"])
+    peers = given_peers(params["peers"])
     entries = _entries(params)
     if isinstance(entries, dict):
         return entries
-    found, remote, missing = locate(entries or [], params["source_dirs"], urls)
+    found, remote, missing = locate(entries or [], params["source_dirs"], urls, peers)
     rows, stale = seed(found, params["cache_dir"], hasher, module.check_mode)
     fetched, refused, received = seed_remote(
         remote, params["cache_dir"], read_keep(keep_before), hasher, module.check_mode, params["url_headers"]
@@ -587,7 +695,7 @@ def run_module(module):
         hasher = None
     result = {"changed": False, "tensors": [], "written": 0, "present": 0, "unavailable": 0, "bytes_written": 0}
     result.update(removed_temporaries=[], fetched=0, bytes_fetched=0, keep_file_changed=False)
-    result.update(shards_local=[], shards_fetched=[])
+    result.update(shards_local=[], shards_fetched=[], shards_peer=[], bytes_peer=0)
     keep_before = (read_text(params["keep_file"]) or "") if params["keep_file"] else ""
     try:
         outcome = _seed_all(module, params, hasher, keep_before)
@@ -614,7 +722,8 @@ def run_module(module):
         changed=bool(counts["written"] or stale or keep_changed),
         tensors=rows + fetched + missing,
         unavailable=len(unavailable),
-        bytes_fetched=received,
+        bytes_fetched=received["url"],
+        bytes_peer=received["peer"],
         removed_temporaries=stale,
         keep_file_changed=keep_changed,
     )
@@ -623,7 +732,8 @@ def run_module(module):
     else:
         result["msg"] = (
             f"{len(entries)} tensor(s) over 10 MiB to seed: {counts['present']} already cached, {counts['written']} "
-            f"{'to write' if module.check_mode else 'written'} ({counts['fetched']} of them by Range), "
+            f"{'to write' if module.check_mode else 'written'} ({counts['fetched']} of them fetched: "
+            f"{len(counts['shards_peer'])} shard(s) over SFTP from a peer, {len(counts['shards_fetched'])} by Range), "
             f"{len(unavailable)} unavailable (llama-server sends those)"
         )
     result["summary"] = {key: result[key] for key in SUMMARY_KEYS}

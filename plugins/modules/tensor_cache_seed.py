@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: tensor_cache_seed
-short_description: Seed an RPC worker's tensor cache with the plan's tensors from local shard files
+short_description: Seed an RPC worker's tensor cache with the plan's tensors from the nearest copy of its shards
 version_added: 0.2.0
 description:
   - Writes into O(cache_dir) every weight tensor over 10 MiB that llama-server will offer to O(endpoint) by hash
@@ -22,8 +22,10 @@ description:
     there with the right size and hash is left alone.
   - Without O(cache_dir) it only lists - the tensors per endpoint (RV(lists)), from the headers of O(model) - for a
     host that holds every shard (the coordinator) to hand each worker its O(tensors).
-  - A tensor whose shard this host does not hold (O(source_dirs)) is fetched from the shard's URL in O(urls), one
-    HTTP Range request for exactly its bytes, and written the same way. Without a URL, or when the request fails or
+  - A tensor whose shard this host does not hold (O(source_dirs)) is read from the nearest other copy - first a peer
+    that holds the shard (O(peers), over SFTP, exactly its bytes), then the shard's URL in O(urls), one HTTP Range
+    request for exactly its bytes - and written the same way. A peer or URL that fails is not asked again in the run;
+    the tensor goes to the next source. Without a URL, or when the request fails or
     the server does not answer with that range (it ignores Range or sends another part), the tensor is reported
     C(unavailable) and not seeded - nothing more than its bytes is read; llama-server sends it at the load.
   - With O(keep_file) the plan's tensors now in the cache are listed there for the worker's cache pruner, which then
@@ -101,6 +103,19 @@ options:
   url_headers:
     description: HTTP headers sent with the requests for O(urls) (an C(Authorization) token, say).
     type: dict
+  peers:
+    description:
+      - Hosts that hold shards this host lacks and export them read-only over SFTP (the
+        P(llamarpc.cluster.sshfs_shard_export#role) role, which also makes this host's key and pins the peer's host
+        key) - a shard's file name to C(host) (its address), C(user) (the export user), C(path) (the shard in the
+        export, for example C(/shards/NAME)), C(identity_file) and C(known_hosts_file) (this host's key for the
+        export, and the file that pins the peer's host key; absolute paths).
+      - Asked before O(urls) - the nearer copy, and its bytes do not go through the coordinator. One SSH session per
+        peer for the run (C(ssh -s USER@HOST sftp), key only, the host key checked, never a prompt); each tensor is
+        read in 64 KiB requests, 16 at a time. After a failure (refused, host key unknown, the file shorter than the
+        tensor, 60 s without an answer) the peer is not asked again in the run.
+      - Requires O(cache_dir).
+    type: dict
 seealso:
   - module: llamarpc.cluster.llama_cluster_plan
 """
@@ -146,9 +161,10 @@ tensors:
   description:
     - The tensors the plan gives O(endpoint), each with C(name), C(file), C(offset) (absolute, in C(file)), C(size),
       C(hash), C(state) - C(present), C(written), C(missing) in check mode, or C(unavailable) (not seeded) - and
-      C(source) - C(local) (this host's shard), C(url) (fetched by Range from O(urls)) or null (unavailable, no source).
-    - An C(unavailable) tensor has a C(reason) (no local shard and no URL, the request failed, the server ignored
-      Range). A tensor to fetch in check mode has a null C(hash) unless O(keep_file) recorded it.
+      C(source) - C(local) (this host's shard), C(peer) (read over SFTP from O(peers)), C(url) (fetched by Range from
+      O(urls)) or null (unavailable, no source).
+    - An C(unavailable) tensor has a C(reason) (no local shard, peer or URL; each source's failure). A tensor to
+      fetch in check mode has a null C(hash) unless O(keep_file) recorded it.
   returned: always
   type: list
   elements: dict
@@ -173,7 +189,8 @@ unavailable:
   returned: always
   type: int
 fetched:
-  description: Cache files written from bytes fetched by Range (in check mode, tensors to fetch); part of RV(written).
+  description: Cache files written from bytes fetched from another host - over SFTP from a peer or by Range from a URL
+    (in check mode, tensors to fetch); part of RV(written).
   returned: always
   type: int
 bytes_fetched:
@@ -190,9 +207,20 @@ shards_fetched:
   returned: always
   type: list
   elements: str
+shards_peer:
+  description: The file names of the shards whose tensors were read over SFTP from a peer (in check mode, would be),
+    sorted.
+  returned: always
+  type: list
+  elements: str
+bytes_peer:
+  description: Bytes read over SFTP from peers (0 in check mode).
+  returned: always
+  type: int
 summary:
   description: The seeding's outcome without the per-tensor list - RV(written), RV(present), RV(unavailable),
-    RV(fetched), RV(bytes_written), RV(bytes_fetched), RV(shards_local), RV(shards_fetched) and RV(msg) - for a caller
+    RV(fetched), RV(bytes_written), RV(bytes_fetched), RV(bytes_peer), RV(shards_local), RV(shards_peer),
+    RV(shards_fetched) and RV(msg) - for a caller
     that gathers it per worker (the C(llama_coordinator) role's fact C(llama_coordinator_seeded)).
   returned: when O(cache_dir) is given
   type: dict

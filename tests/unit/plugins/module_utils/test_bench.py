@@ -288,10 +288,12 @@ def test_the_seeding_section_says_where_the_bytes_came_from():
                 "written": 8,
                 "present": 0,
                 "unavailable": 0,
-                "bytes_written": 100e6,
+                "bytes_written": 130e6,
                 "bytes_fetched": 40e6,
+                "bytes_peer": 30e6,
                 "shards_local": ["m-00002-of-00002.gguf"],
                 "shards_fetched": ["m-00001-of-00002.gguf"],
+                "shards_peer": ["m-00003-of-00003.gguf"],
             },
         },
         "sources": {"m-00001-of-00002.gguf": "http://10.0.0.1:8/m-00001-of-00002.gguf"},
@@ -302,8 +304,11 @@ def test_the_seeding_section_says_where_the_bytes_came_from():
     assert "## Seeding" not in md and "| seeded | - | 1 | 2.0 | 3.0 |" in md
     md = bench.markdown_report([{**results[0], "seeding": seeding}], [], {"title": "t"})
     assert "## Seeding before seeded: 12.3 s (not in its load time)" in md
-    assert "150.0 MB written into the workers' tensor caches: 60.0 MB from shards on the worker's own disk" in md
-    assert "90.0 MB by HTTP Range requests (URLs offered: http://10.0.0.1:8/m-00001-of-00002.gguf (m-00001" in md
+    assert "180.0 MB written into the workers' tensor caches: 60.0 MB from shards on the worker's own disk" in md
+    assert "30.0 MB over SFTP from the host holding the shard, 90.0 MB by HTTP Range requests" in md
+    assert "(URLs offered: http://10.0.0.1:8/m-00001-of-00002.gguf (m-00001" in md
     assert "The coordinator's links meanwhile: 0.12 MB sent, 0.00 MB received." in md
-    assert "| node2 | 8 | 0 | 0 | 60.0 (m-00002-of-00002.gguf) | 40.0 (m-00001-of-00002.gguf) |" in md
-    assert md.index("| node2 |") < md.index("| node3 | 4 | 1 | 2 | 0.0 (-) | 50.0 (-) |")
+    row = "| node2 | 8 | 0 | 0 | 60.0 (m-00002-of-00002.gguf) | 30.0 (m-00003-of-00003.gguf) "
+    row += "| 40.0 (m-00001-of-00002.gguf) |"
+    assert row in md
+    assert md.index("| node2 |") < md.index("| node3 | 4 | 1 | 2 | 0.0 (-) | 0.0 (-) | 50.0 (-) |")

@@ -4,6 +4,7 @@ nothing; a server that ignores Range or answers another range, and a refused con
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -174,7 +175,7 @@ def test_a_shard_without_a_url_stays_unavailable_with_a_reason(run_module, model
     out = run_module(tensor_cache_seed, dict(seeding, urls={"other.gguf": "http://127.0.0.1:1/other.gguf"})).result
     rows = [t for t in out["tensors"] if t["state"] == "unavailable"]
     assert len(rows) == len(remote_of(model, mine))
-    assert all(t["source"] is None and "and no URL for it" in t["reason"] for t in rows)
+    assert all(t["source"] is None and "and no peer or URL for it" in t["reason"] for t in rows)
 
 
 @pytest.mark.parametrize(
@@ -195,3 +196,96 @@ def test_the_url_headers_go_with_the_requests_and_are_not_logged(run_module, mod
     given = dict(seeding, urls=url_for(model, server), url_headers={"Authorization": "Bearer s3cret"})
     run_module(tensor_cache_seed, given)
     assert server.requests and {auth for _path, _range, auth in server.requests} == {"Bearer s3cret"}
+
+
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+needs_sftp_server = pytest.mark.skipif(
+    not os.access(SFTP_SERVER, os.X_OK), reason="needs openssh-sftp-server (tools/setup.sh installs it)"
+)
+
+
+@pytest.fixture
+def peer_of(model, monkeypatch):
+    """``peers`` naming the first shard on a peer, and the argvs the module started: the peer is OpenSSH's own
+    sftp-server over a pipe, read-only (what ``ssh -s USER@HOST sftp`` starts at the far end; the lab's shards
+    scenario runs the real ssh). ``argv`` replaces that server, to make the peer fail."""
+    started = []
+
+    def fake_ssh_argv(host, user, **_keys):
+        started.append((host, user))
+        return peer_of.argv
+
+    peer_of.argv = [SFTP_SERVER, "-R"]
+    monkeypatch.setattr(ts, "ssh_argv", fake_ssh_argv)
+    peer = {
+        "host": "10.77.0.13",
+        "user": "llamarpc-shards",
+        "path": model["files"][0]["path"],
+        "identity_file": "/etc/llamarpc/sshfs/id_ed25519",
+        "known_hosts_file": "/etc/llamarpc/sshfs/known_hosts",
+    }
+    peer_of.peers = {model["files"][0]["name"]: peer}
+    peer_of.started = started
+    return peer_of
+
+
+@needs_sftp_server
+def test_a_peer_that_holds_the_shard_gives_the_bytes_before_any_url(
+    run_module, model, mine, seeding, range_server, peer_of
+):
+    server = range_server(Path(model["files"][0]["path"]).parent)
+    out = run_module(tensor_cache_seed, dict(seeding, peers=peer_of.peers, urls=url_for(model, server))).result
+    remote = remote_of(model, mine)
+    assert out["changed"] and out["unavailable"] == 0 and out["fetched"] == len(remote)
+    fetched = [t for t in out["tensors"] if t["source"] == "peer"]
+    assert [t["name"] for t in fetched] == [t["name"] for t in remote]
+    for row, tensor in zip(fetched, remote, strict=True):
+        assert row["hash"] == expected_hash(tensor)
+        with open(tensor["file"], "rb") as handle:
+            handle.seek(tensor["offset"])
+            assert (Path(seeding["cache_dir"]) / row["hash"]).read_bytes() == handle.read(tensor["size"])
+    assert (out["bytes_peer"], out["bytes_fetched"]) == (sum(t["size"] for t in remote), 0)
+    assert (out["shards_peer"], out["shards_fetched"]) == ([model["files"][0]["name"]], [])
+    assert server.requests == []  # the nearer copy came first: the URL was never asked
+    assert peer_of.started == [("10.77.0.13", "llamarpc-shards")]  # one session for every tensor of the peer
+
+
+@needs_sftp_server
+def test_a_peer_that_fails_is_asked_once_and_the_url_gives_the_bytes(
+    run_module, model, mine, seeding, range_server, peer_of
+):
+    peer_of.argv = ["sh", "-c", "echo 'llamarpc-shards@10.77.0.13: Permission denied (publickey).' >&2; exit 255"]
+    server = range_server(Path(model["files"][0]["path"]).parent)
+    out = run_module(tensor_cache_seed, dict(seeding, peers=peer_of.peers, urls=url_for(model, server))).result
+    remote = remote_of(model, mine)
+    assert out["unavailable"] == 0 and [t["source"] for t in out["tensors"]].count("url") == len(remote)
+    assert (out["bytes_peer"], out["bytes_fetched"]) == (0, sum(t["size"] for t in remote))
+    assert len(peer_of.started) == 1 and len(server.requests) == len(remote)
+
+
+@needs_sftp_server
+def test_a_failed_peer_without_a_url_leaves_the_tensors_unavailable_saying_why(
+    run_module, model, mine, seeding, peer_of
+):
+    peer_of.argv = ["sh", "-c", "echo 'Host key verification failed.' >&2; exit 255"]
+    out = run_module(tensor_cache_seed, dict(seeding, peers=peer_of.peers))
+    assert not out.failed and out.result["unavailable"] == len(remote_of(model, mine))
+    rows = [t for t in out.result["tensors"] if t["state"] == "unavailable"]
+    assert "10.77.0.13: the SFTP session ended: Host key verification failed." in rows[0]["reason"]
+    assert all("not tried" in t["reason"] for t in rows[1:]) and len(peer_of.started) == 1
+
+
+@pytest.mark.parametrize(
+    ("peers", "message"),
+    [
+        ({"dir/a.gguf": {}}, "keyed by a shard's file name"),
+        ({"a.gguf": {"host": "h", "user": "u", "path": "/a"}}, "needs host, user, path, identity_file"),
+        (
+            {"a.gguf": {"host": "h", "user": "u", "path": "a", "identity_file": "/k", "known_hosts_file": "/kh"}},
+            "must be absolute",
+        ),
+    ],
+)
+def test_bad_peers_are_refused(run_module, seeding, peers, message):
+    out = run_module(tensor_cache_seed, dict(seeding, peers=peers))
+    assert out.failed and message in out.result["msg"]
