@@ -140,3 +140,25 @@ def seed_targets(rpc, endpoints, workers, seeding):
         if found.get("cache_dir") and found.get("keep_file"):
             targets.append({"host": host, "endpoint": endpoint, "seeding": dict(found)})
     return targets
+
+
+def shard_peers(placement, here, addresses, *, user, export_name, identity_file, known_hosts_file):
+    """Where a worker reads each shard that is not on the coordinator ``here``: the host the placement put it on,
+    over that host's read-only SFTP export (the sshfs_shard_export role's view ``/<export_name>`` of the model
+    directory), as tensor_cache_seed's ``peers`` want it - ``{shard file name: {host, user, path, identity_file,
+    known_hosts_file}}``. ``placement``: the shard placement's rows (``name``, ``host``); ``addresses``: each holding
+    host's address (its mesh address). The coordinator's own shards have no export, so no peer."""
+    peers = {}
+    for row in placement:
+        if row["host"] == here:
+            continue
+        if row["host"] not in addresses:
+            raise ValueError(f"{row['name']} is placed on {row['host']}, whose address is not given")
+        peers[row["name"]] = {
+            "host": addresses[row["host"]],
+            "user": user,
+            "path": f"/{export_name}/{row['name']}",
+            "identity_file": identity_file,
+            "known_hosts_file": known_hosts_file,
+        }
+    return peers

@@ -143,3 +143,37 @@ def test_seed_targets_filter_reads_each_workers_published_fact():
     ]
     with pytest.raises(AnsibleFilterError, match="seed_targets: 10.0.0.9"):
         seed_targets(["10.0.0.9:50052"], ENDPOINTS, WORKERS, hostvars)
+
+
+def test_shard_peers_name_each_shard_off_the_coordinator_at_its_holders_mesh_address():
+    placement = [
+        {"name": "m-00001-of-00003.gguf", "host": "node1"},
+        {"name": "m-00002-of-00003.gguf", "host": "node4"},
+        {"name": "m-00003-of-00003.gguf", "host": "node5"},
+    ]
+    hostvars = {
+        "node1": {"ansible_host": "10.0.0.1"},
+        "node4": {"ansible_host": "10.0.0.4", "llamarpc_mesh_address": "100.64.0.4"},
+        "node5": {"ansible_host": "10.0.0.5"},
+    }
+    keys = ("llamarpc-shards", "shards", "/etc/llamarpc/sshfs/id_ed25519", "/etc/llamarpc/sshfs/known_hosts")
+    peers = FilterModule().filters()["shard_peers"](placement, "node1", hostvars, *keys)
+    assert peers == {
+        "m-00002-of-00003.gguf": {
+            "host": "100.64.0.4",  # the mesh address, as the coordinator's mount of the same export
+            "user": "llamarpc-shards",
+            "path": "/shards/m-00002-of-00003.gguf",
+            "identity_file": "/etc/llamarpc/sshfs/id_ed25519",
+            "known_hosts_file": "/etc/llamarpc/sshfs/known_hosts",
+        },
+        "m-00003-of-00003.gguf": {
+            "host": "10.0.0.5",
+            "user": "llamarpc-shards",
+            "path": "/shards/m-00003-of-00003.gguf",
+            "identity_file": "/etc/llamarpc/sshfs/id_ed25519",
+            "known_hosts_file": "/etc/llamarpc/sshfs/known_hosts",
+        },
+    }
+    assert FilterModule().filters()["shard_peers"](placement[:1], "node1", hostvars, *keys) == {}
+    with pytest.raises(AnsibleFilterError, match="placed on node9, whose address is not given"):
+        FilterModule().filters()["shard_peers"]([{"name": "x.gguf", "host": "node9"}], "node1", hostvars, *keys)
