@@ -406,11 +406,12 @@ class _Peers:
 def _fetch_from(row, kind, where, peers, cache_dir, hasher, headers):
     """Fetch the row's bytes from one source; raises RangeRefused, FetchError or SftpError when that source fails."""
     if kind == "peer":
-        read = peers.read(where, row)
-    else:
-        read = lambda descriptor, path: fetch_range(  # noqa: E731 - the one line fetch_one calls
-            where, row["offset"], row["size"], descriptor, path, headers
-        )
+        fetch_one(row, peers.read(where, row), cache_dir, hasher)
+        return
+
+    def read(descriptor, path):
+        fetch_range(where, row["offset"], row["size"], descriptor, path, headers)
+
     fetch_one(row, read, cache_dir, hasher)
 
 
