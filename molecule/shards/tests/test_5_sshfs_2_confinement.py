@@ -20,10 +20,12 @@ from sshfs_lab import (
 
 
 def test_private_key_was_made_on_the_client_and_stays_there():
-    client = lab(CLIENT)
-    key = client.file("/etc/llamarpc/sshfs/id_ed25519")
+    client, server = lab(CLIENT), lab(SERVER)
+    key = client.file(KEY)
     assert key.exists and key.user == "root" and key.mode == 0o600
-    assert not lab(SERVER).file("/etc/llamarpc/sshfs/id_ed25519").exists
+    # The serving host has a key of its own there (a worker, it reads the other holders' exports: test_2_peers.py),
+    # never the client's.
+    assert not server.file(KEY).exists or sha256(server, KEY) != sha256(client, KEY)
     keys = lab(SERVER).file(f"/etc/ssh/llamarpc-authorized-keys/{EXPORT_USER}").content_string
     assert f'restrict,from="{address(CLIENT)}" ssh-ed25519 ' in keys
 
