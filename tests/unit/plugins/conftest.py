@@ -12,6 +12,7 @@ went away (``rst``: reset, ``fin``: orderly close, ``open``: still connected whe
 from __future__ import annotations
 
 import http.server
+import os
 import shutil
 import socket
 import struct
@@ -263,6 +264,16 @@ def hasher(tmp_path_factory):
     source = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files/llamarpc_fnv1a.cpp"
     subprocess.run(["g++", "-O2", "-Wall", "-o", str(out), str(source)], check=True, timeout=300)
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def sftp_server():
+    """OpenSSH's own sftp-server, the program ``ssh -s USER@HOST sftp`` starts at the far end, to speak SFTP to over a
+    pipe."""
+    path = "/usr/lib/openssh/sftp-server"
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no {path} (tools/setup.sh installs openssh-sftp-server): the SFTP reader would go untested")
+    return path
 
 
 class RangeServer(http.server.ThreadingHTTPServer):

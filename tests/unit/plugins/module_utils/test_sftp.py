@@ -10,18 +10,13 @@ import pytest
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _sftp
 
-SFTP_SERVER = "/usr/lib/openssh/sftp-server"
-pytestmark = pytest.mark.skipif(
-    not os.access(SFTP_SERVER, os.X_OK), reason="needs openssh-sftp-server (tools/setup.sh installs it)"
-)
-
 
 @pytest.fixture
-def export(tmp_path):
+def export(tmp_path, sftp_server):
     """A file of 1 MiB + 123 random bytes in a directory served read-only (-R) by sftp-server."""
     data = os.urandom(1024 * 1024 + 123)
     (tmp_path / "shard.gguf").write_bytes(data)
-    argv = [SFTP_SERVER, "-R", "-d", str(tmp_path)]
+    argv = [sftp_server, "-R", "-d", str(tmp_path)]
     return {"argv": argv, "data": data, "dir": tmp_path}
 
 

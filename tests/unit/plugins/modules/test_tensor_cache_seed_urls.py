@@ -4,7 +4,6 @@ nothing; a server that ignores Range or answers another range, and a refused con
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -198,14 +197,8 @@ def test_the_url_headers_go_with_the_requests_and_are_not_logged(run_module, mod
     assert server.requests and {auth for _path, _range, auth in server.requests} == {"Bearer s3cret"}
 
 
-SFTP_SERVER = "/usr/lib/openssh/sftp-server"
-needs_sftp_server = pytest.mark.skipif(
-    not os.access(SFTP_SERVER, os.X_OK), reason="needs openssh-sftp-server (tools/setup.sh installs it)"
-)
-
-
 @pytest.fixture
-def peer_of(model, monkeypatch):
+def peer_of(model, monkeypatch, sftp_server):
     """``peers`` naming the first shard on a peer, and the argvs the module started: the peer is OpenSSH's own
     sftp-server over a pipe, read-only (what ``ssh -s USER@HOST sftp`` starts at the far end; the lab's shards
     scenario runs the real ssh). ``argv`` replaces that server, to make the peer fail."""
@@ -215,7 +208,7 @@ def peer_of(model, monkeypatch):
         started.append((host, user))
         return peer_of.argv
 
-    peer_of.argv = [SFTP_SERVER, "-R"]
+    peer_of.argv = [sftp_server, "-R"]
     monkeypatch.setattr(ts, "ssh_argv", fake_ssh_argv)
     peer = {
         "host": "10.77.0.13",
@@ -229,7 +222,6 @@ def peer_of(model, monkeypatch):
     return peer_of
 
 
-@needs_sftp_server
 def test_a_peer_that_holds_the_shard_gives_the_bytes_before_any_url(
     run_module, model, mine, seeding, range_server, peer_of
 ):
@@ -250,7 +242,6 @@ def test_a_peer_that_holds_the_shard_gives_the_bytes_before_any_url(
     assert peer_of.started == [("10.77.0.13", "llamarpc-shards")]  # one session for every tensor of the peer
 
 
-@needs_sftp_server
 def test_a_peer_that_fails_is_asked_once_and_the_url_gives_the_bytes(
     run_module, model, mine, seeding, range_server, peer_of
 ):
@@ -263,7 +254,6 @@ def test_a_peer_that_fails_is_asked_once_and_the_url_gives_the_bytes(
     assert len(peer_of.started) == 1 and len(server.requests) == len(remote)
 
 
-@needs_sftp_server
 def test_a_failed_peer_without_a_url_leaves_the_tensors_unavailable_saying_why(
     run_module, model, mine, seeding, peer_of
 ):
