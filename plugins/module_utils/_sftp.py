@@ -48,12 +48,12 @@ class SftpError(Exception):
     """The session failed: it could not start, the server refused a request, or the stream broke or went silent."""
 
 
-def ssh_argv(host, user, *, identity_file, known_hosts_file, port=22, ssh_bin="ssh"):
+def ssh_argv(host, user, *, identity_file, known_hosts_file, port=22):
     """``ssh`` asking ``USER@HOST`` for its sftp subsystem: key only, the host's key pinned, never a prompt."""
     options = build_options(
         read_only=False, reconnect=False, identity_file=identity_file, known_hosts_file=known_hosts_file
     )
-    argv = [ssh_bin]
+    argv = ["ssh"]
     for option in options:
         argv += ["-o", option]
     return [*argv, "-o", "ConnectTimeout=30", "-p", str(int(port)), "-s", f"{user}@{host}", "sftp"]

@@ -282,8 +282,10 @@ def locate(entries, source_dirs=None, urls=None, peers=None):
         )
         if path is not None:
             found.append(dict(entry, file=path, source="local"))
-        elif _sources(name, urls, peers) and entry["size"] > 0:
-            remote.append(dict(entry, sources=_sources(name, urls, peers)))
+            continue
+        sources = _sources(name, urls, peers)
+        if sources and entry["size"] > 0:
+            remote.append(dict(entry, sources=sources))
         else:
             reason = f"no copy of {name} on this host" + (" and no peer or URL for it" if urls or peers else "")
             missing.append(dict(entry, hash=None, state="unavailable", source=None, reason=reason))
