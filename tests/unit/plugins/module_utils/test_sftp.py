@@ -72,15 +72,6 @@ def test_a_missing_file_fails_with_the_servers_reason(export, tmp_path):
         read(export["argv"], "other.gguf", 0, 10, tmp_path / "out")
 
 
-def test_the_export_is_read_only(export):
-    # -R: the same server refuses to open for writing; the reader never asks to.
-    with _sftp.Session(export["argv"]) as session:
-        session._send(_sftp.FXP_OPEN, _sftp._string(b"new.gguf") + bytes.fromhex("0000001a00000000"))
-        with pytest.raises(_sftp.SftpError, match="permission denied|failure"):
-            session._reply({_sftp.FXP_HANDLE})
-    assert not (export["dir"] / "new.gguf").exists()
-
-
 def test_a_child_that_is_not_sftp_fails_at_once():
     with pytest.raises(_sftp.SftpError, match="does not speak SFTP version 3"):
         _sftp.Session([shutil.which("cat")])  # echoes INIT back: type 1, not VERSION
