@@ -11,14 +11,15 @@ SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # `make test` runs its lanes through tools/molecule_lanes.sh (logs in tests/output/molecule/), each lane's items one
 # after another (a scenario, SCENARIO:STEP,... for some of its molecule steps, or make:TARGET). First the worker
 # scenario up to its converge, which builds llama.cpp once into the controller's cache (a fresh machine spends most of
-# its first quarter hour there); beside it, from the start and at a lower priority, the checks (BESIDE_LANES). Once
-# the build is in the cache, the LANES, all at once: the rest of the worker scenario on its lab,
+# its first quarter hour there), and beside it the cluster scenario's lab booted and prepared (no build needed: the
+# longest lane then starts at its converge); beside both, from the start and at a lower priority, the checks
+# (BESIDE_LANES). Once the build is in the cache, the LANES, all at once: the rest of the cluster and worker scenarios,
 # the other scenarios, `make:integration` (the integration tests, which use that build), then `make:matrix`: unit and
 # sanity tests on the older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the
 # newest, 2.21 on Python 3.13, for everything else: tools/ansible_versions.sh).
 BESIDE_LANES ?= "make:lint make:unit"
-FIRST_LANES ?= "worker:destroy,converge"
-LANES ?= "cluster" "worker:idempotence,verify,destroy shards" "lsyncd default mesh controller_user" "make:integration make:matrix"
+FIRST_LANES ?= "worker:destroy,converge" "cluster:destroy,create,prepare"
+LANES ?= "cluster:converge,idempotence,verify,destroy" "worker:idempotence,verify,destroy shards" "lsyncd default mesh controller_user" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 comma := ,

@@ -10,14 +10,14 @@
 # rest waits for, gets the cores first. The run passes when every lane passed, and no later lane starts once a lane
 # has failed. Every scenario has its own lab (bridge, subnet),
 # and most of a scenario's time is spent waiting on its hosts, so lanes share two cores well.
-# Logs: tests/output/molecule/{beside,first,lane}-N.log; a lane's log is printed when it ends, whole if it failed, else
+# Logs: tests/output/molecule/{beside,first,lane}-N.log (or under $MOLECULE_LANES_LOGS); a lane's log is printed when it ends, whole if it failed, else
 # its step lines and test summaries.
-#   tools/molecule_lanes.sh --beside "make:lint make:unit" --first worker:destroy,converge --then cluster \
-#     "worker:idempotence,verify,destroy shards" "make:integration"
+#   tools/molecule_lanes.sh --beside "make:lint make:unit" --first worker:destroy,converge cluster:destroy,create \
+#     --then cluster:converge,idempotence,verify,destroy "worker:idempotence,verify,destroy shards" "make:integration"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 molecule=${MOLECULE:-.venv/bin/molecule}
-logs=tests/output/molecule
+logs=${MOLECULE_LANES_LOGS:-tests/output/molecule}
 mkdir -p "$logs"
 
 step_clock() {  # scenario start : pass molecule's output through, and time each step it starts ("=== ... step")
@@ -117,6 +117,16 @@ done
 if [ "$failed" = 0 ]; then
   phase=$(date +%s)
   start_lanes lane "${later[@]}"
+else
+  # A first lane's item that stops before a destroy step leaves its lab up for the later lanes, which will not run.
+  for lane in "${first[@]}"; do
+    for item in $lane; do
+      if [[ $item == *:* && $item != make:* && ,${item#*:} != *,destroy ]]; then
+        echo "=== removing the lab of ${item%%:*}: the later lanes will not run"
+        "$molecule" destroy -s "${item%%:*}" > /dev/null 2>&1
+      fi
+    done
+  done
 fi
 for ((index = 0; index < ${#pids[@]}; index++)); do
   [[ " ${reported[*]} " == *" $index "* ]] || wait_lane "$index"

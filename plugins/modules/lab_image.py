@@ -20,6 +20,8 @@ description:
     installed here, on the controller, once.
   - The image is built in a temporary directory and renamed into place, so an interrupted build never
     leaves a half image that looks complete.
+  - Builds of one key take turns (a lock file beside the image): labs created at the same time build the
+    image once, and the later ones use it.
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -86,6 +88,7 @@ build_seconds:
   sample: 181.4
 """
 
+import fcntl
 import glob
 import json
 import os
@@ -138,6 +141,38 @@ def prepare(module, root, admin_user, log):
     os.makedirs(os.path.join(root, "var/cache/apt/archives/partial"), exist_ok=True)
 
 
+def built(top, rootfs):
+    """Whether the image at ``top`` is complete (its marker is written last)."""
+    return os.path.isfile(os.path.join(top, MARKER)) and os.path.isdir(rootfs)
+
+
+def build(module, p, top, key):
+    """Bootstrap and prepare the image in ``top``.tmp, then rename it to ``top``; the seconds it took."""
+    debootstrap = module.get_bin_path("debootstrap", required=True)
+    mirror = p["mirror"] or find_mirror(p["suite"])
+    if not mirror:
+        module.fail_json(
+            msg=f"no apt source for suite {p['suite']} on the controller: set the mirror option to a Debian mirror"
+        )
+    tmp = top + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    started = time.monotonic()
+    log_path = p["log_file"] or os.path.join(tmp, "build.log")
+    with open(log_path, "a", encoding="utf-8") as log:
+        argv = [debootstrap, f"--variant={p['variant']}"]
+        if p["packages"]:
+            argv.append("--include=" + ",".join(sorted(set(p["packages"]))))
+        argv += [p["suite"], os.path.join(tmp, "rootfs"), mirror]
+        run(module, argv, log)
+        prepare(module, os.path.join(tmp, "rootfs"), p["admin_user"], log)
+    with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as handle:
+        json.dump({"key": key, "suite": p["suite"], "packages": sorted(set(p["packages"]))}, handle)
+    shutil.rmtree(top, ignore_errors=True)
+    os.rename(tmp, top)
+    return round(time.monotonic() - started, 1)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -156,35 +191,17 @@ def main():
     top = os.path.join(p["cache_dir"], f"{p['suite']}-{key}")
     rootfs = os.path.join(top, "rootfs")
     result = {"rootfs": rootfs, "key": key, "build_seconds": 0.0}
-    if os.path.isfile(os.path.join(top, MARKER)) and os.path.isdir(rootfs):
+    if built(top, rootfs):
         module.exit_json(changed=False, **result)
     if module.check_mode:
         module.exit_json(changed=True, **result)
 
-    debootstrap = module.get_bin_path("debootstrap", required=True)
-    mirror = p["mirror"] or find_mirror(p["suite"])
-    if not mirror:
-        module.fail_json(
-            msg=f"no apt source for suite {p['suite']} on the controller: set the mirror option to a Debian mirror"
-        )
     os.makedirs(p["cache_dir"], exist_ok=True)
-    tmp = top + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    started = time.monotonic()
-    log_path = p["log_file"] or os.path.join(tmp, "build.log")
-    with open(log_path, "a", encoding="utf-8") as log:
-        argv = [debootstrap, f"--variant={p['variant']}"]
-        if p["packages"]:
-            argv.append("--include=" + ",".join(sorted(set(p["packages"]))))
-        argv += [p["suite"], os.path.join(tmp, "rootfs"), mirror]
-        run(module, argv, log)
-        prepare(module, os.path.join(tmp, "rootfs"), p["admin_user"], log)
-    result["build_seconds"] = round(time.monotonic() - started, 1)
-    with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as handle:
-        json.dump({"key": key, "suite": p["suite"], "packages": sorted(set(p["packages"]))}, handle)
-    shutil.rmtree(top, ignore_errors=True)
-    os.rename(tmp, top)
+    with open(os.path.join(p["cache_dir"], f".{p['suite']}-{key}.lock"), "w", encoding="ascii") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another lab building this image: wait, then use what it built
+        if built(top, rootfs):
+            module.exit_json(changed=False, **result)
+        result["build_seconds"] = build(module, p, top, key)
     module.exit_json(changed=True, **result)
 
 

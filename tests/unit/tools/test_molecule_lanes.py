@@ -1,0 +1,58 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""tools/molecule_lanes.sh with a stand-in for molecule that records its calls: the later lanes start only once the
+first ones passed, and a first lane that left a lab up for them has it removed when they will not run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+LANES = Path(__file__).resolve().parents[3] / "tools" / "molecule_lanes.sh"
+
+#: A stand-in for molecule: "STEP -s SCENARIO" appended to $CALLS; it fails the one call named in $FAIL.
+FAKE = """#!/bin/sh
+echo "$2: Executing"
+echo "$3 $1" >> "$CALLS"
+[ "$3 $1" != "$FAIL" ]
+"""
+
+
+def lanes(tmp_path, *args, fail=""):
+    fake = tmp_path / "molecule"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.touch()
+    env = dict(os.environ, MOLECULE=str(fake), CALLS=str(calls), FAIL=fail, MOLECULE_LANES_LOGS=str(tmp_path / "logs"))
+    done = subprocess.run(["bash", str(LANES), *args], env=env, capture_output=True, text=True, check=False)
+    return done, calls.read_text().splitlines()
+
+
+def last(calls, call):
+    return len(calls) - 1 - calls[::-1].index(call)
+
+
+def test_the_later_lanes_go_on_with_the_labs_the_first_lanes_prepared(tmp_path):
+    done, calls = lanes(tmp_path, "--first", "one:destroy,converge", "two:destroy,create", "--then", "two:verify,destroy")
+    assert done.returncode == 0, done.stdout
+    assert calls.index("two create") < calls.index("two verify") < last(calls, "two destroy")
+    assert "removing the lab" not in done.stdout
+
+
+def test_a_failed_first_lane_removes_the_labs_left_up_for_the_later_lanes(tmp_path):
+    done, calls = lanes(
+        tmp_path,
+        "--first",
+        "one:destroy,converge",
+        "two:destroy,create",
+        "--then",
+        "two:verify,destroy",
+        fail="one converge",
+    )
+    assert done.returncode == 1
+    assert "two verify" not in calls
+    assert last(calls, "two destroy") > calls.index("two create")
+    assert last(calls, "one destroy") > calls.index("one converge")
+    assert "removing the lab of two" in done.stdout
