@@ -35,7 +35,8 @@ def last(calls, call):
 
 
 def test_the_later_lanes_go_on_with_the_labs_the_first_lanes_prepared(tmp_path):
-    done, calls = lanes(tmp_path, "--first", "one:destroy,converge", "two:destroy,create", "--then", "two:verify,destroy")
+    first = ["--first", "one:destroy,converge", "two:destroy,create"]
+    done, calls = lanes(tmp_path, *first, "--then", "two:verify,destroy")
     assert done.returncode == 0, done.stdout
     assert calls.index("two create") < calls.index("two verify") < last(calls, "two destroy")
     assert "removing the lab" not in done.stdout
