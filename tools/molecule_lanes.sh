@@ -3,17 +3,19 @@
 # lane of a group at once. An item is a scenario name (`molecule test -s NAME`), NAME:STEP,STEP... (those molecule steps
 # alone, in that order, on the scenario's lab: a scenario's test sequence can be cut in two across the phases; a failed
 # step still removes the lab when a destroy step was to follow), or make:TARGET (`make TARGET`).
-#   tools/molecule_lanes.sh [--beside LANE...] [--first] LANE... --then LANE...   ("--" is --then)
+#   tools/molecule_lanes.sh [--beside LANE...] [--first] LANE... --then LANE... [--behind LANE...]   ("--" is --then)
 # The first lanes build what the later ones use (the worker scenario's converge builds llama.cpp once into the
-# controller's cache); the lanes after --then start once the first lanes all passed. A --beside lane starts with the
-# first lanes and does not hold the later ones back (the checks); it runs at nice 10, so that the build, which the
-# rest waits for, gets the cores first. The run passes when every lane passed, and no later lane starts once a lane
-# has failed. Every scenario has its own lab (bridge, subnet),
-# and most of a scenario's time is spent waiting on its hosts, so lanes share two cores well.
-# Logs: tests/output/molecule/{beside,first,lane}-N.log (or under $MOLECULE_LANES_LOGS); a lane's log is printed when it ends, whole if it failed, else
-# its step lines and test summaries.
+# controller's cache); the lanes after --then start once the first lanes all passed, and so do the --behind lanes,
+# at nice 5: the --then lanes are the long ones, and they get the cores first (a lane's labs run at its nice level,
+# since their hosts are its children). A --beside lane starts with the first lanes and does not hold the later ones
+# back (the checks); it runs at nice 10, so that the build, which the rest waits for, gets the cores first. The run
+# passes when every lane passed, and no later lane starts once a lane has failed. Every scenario has its own lab
+# (bridge, subnet), and most of a scenario's time is spent waiting on its hosts, so lanes share two cores well.
+# Logs: tests/output/molecule/{beside,first,lane}-N.log (or under $MOLECULE_LANES_LOGS); a lane's log is printed when
+# it ends, whole if it failed, else its step lines and test summaries.
 #   tools/molecule_lanes.sh --beside "make:lint make:unit" --first worker:destroy,converge cluster:destroy,create \
-#     --then cluster:converge,idempotence,verify,destroy "worker:idempotence,verify,destroy shards" "make:integration"
+#     --then cluster:converge,idempotence,verify,destroy --behind "worker:idempotence,verify,destroy shards" \
+#     "make:integration"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 molecule=${MOLECULE:-.venv/bin/molecule}
@@ -63,18 +65,14 @@ run_items() {  # item... : one after another, stop at the first failure
 }
 
 pids=() names=() tags=()
-start_lanes() {  # log-prefix lane... : start every lane in the background
-  local prefix=$1 lane index=0
-  shift
+start_lanes() {  # log-prefix first-index nice lane... : start every lane in the background, at that nice level
+  local prefix=$1 index=$2 nice=$3 lane
+  shift 3
   for lane in "$@"; do
     # shellcheck disable=SC2086 # a lane is a space-separated list of items
-    if [ "$prefix" = beside ]; then
-      (renice -n 10 -p "$BASHPID" > /dev/null; run_items $lane) > "$logs/$prefix-$index.log" 2>&1 &
-    else
-      run_items $lane > "$logs/$prefix-$index.log" 2>&1 &
-    fi
+    (renice -n "$nice" -p "$BASHPID" > /dev/null; run_items $lane) > "$logs/$prefix-$index.log" 2>&1 &
     pids+=("$!") names+=("$lane") tags+=("$prefix-$index")
-    echo "=== lane $prefix-$index started: $lane (log $logs/$prefix-$index.log)"
+    echo "=== lane $prefix-$index started$([ "$nice" = 0 ] || echo " (nice $nice)"): $lane (log $logs/$prefix-$index.log)"
     index=$((index + 1))
   done
 }
@@ -94,20 +92,25 @@ wait_lane() {  # index : wait for that lane and report it; 1 if it failed
   fi
 }
 
-beside=() first=() later=() group=first
+beside=() first=() later=() behind=() group=first
 for arg in "$@"; do
   case $arg in
     --beside) group=beside ;;
     --first) group=first ;;
     --then | --) group=later ;;
-    *) case $group in beside) beside+=("$arg") ;; first) first+=("$arg") ;; *) later+=("$arg") ;; esac ;;
+    --behind) group=behind ;;
+    *)
+      case $group in
+        beside) beside+=("$arg") ;; first) first+=("$arg") ;; later) later+=("$arg") ;; *) behind+=("$arg") ;;
+      esac
+      ;;
   esac
 done
 phase=$(date +%s)
-start_lanes beside "${beside[@]}"
+start_lanes beside 0 10 "${beside[@]}"
 reported=() # lanes already waited for
 held=${#pids[@]}  # the beside lanes are pids[0..held-1]
-start_lanes first "${first[@]}"
+start_lanes first 0 0 "${first[@]}"
 for ((index = held; index < ${#pids[@]}; index++)); do wait_lane "$index"; reported+=("$index"); done
 echo "=== phase 1 (${first[*]}) took $(( $(date +%s) - phase )) s"
 # A beside lane that has already ended is reported now: one that failed stops the run before the later lanes.
@@ -116,7 +119,8 @@ for ((index = 0; index < held; index++)); do
 done
 if [ "$failed" = 0 ]; then
   phase=$(date +%s)
-  start_lanes lane "${later[@]}"
+  start_lanes lane 0 0 "${later[@]}"
+  start_lanes lane "${#later[@]}" 5 "${behind[@]}"
 else
   # A first lane's item that stops before a destroy step leaves its lab up for the later lanes, which will not run.
   for lane in "${first[@]}"; do

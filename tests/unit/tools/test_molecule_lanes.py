@@ -9,12 +9,16 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 LANES = Path(__file__).resolve().parents[3] / "tools" / "molecule_lanes.sh"
 
-#: A stand-in for molecule: "STEP -s SCENARIO" appended to $CALLS; it fails the one call named in $FAIL.
+#: A stand-in for molecule: "SCENARIO STEP" appended to $CALLS (and with its nice level to $CALLS.nice); it fails the
+#: one call named in $FAIL.
 FAKE = """#!/bin/sh
 echo "$2: Executing"
 echo "$3 $1" >> "$CALLS"
+echo "$3 $1 $(nice)" >> "$CALLS.nice"
 [ "$3 $1" != "$FAIL" ]
 """
 
@@ -57,3 +61,12 @@ def test_a_failed_first_lane_removes_the_labs_left_up_for_the_later_lanes(tmp_pa
     assert last(calls, "two destroy") > calls.index("two create")
     assert last(calls, "one destroy") > calls.index("one converge")
     assert "removing the lab of two" in done.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="renice to a lower nice level than the test's own needs root")
+def test_the_behind_lanes_start_with_the_later_lanes_at_a_lower_priority(tmp_path):
+    done, _calls = lanes(tmp_path, "--first", "one:create", "--then", "long:verify", "--behind", "short:verify")
+    assert done.returncode == 0, done.stdout
+    niced = dict(line.rsplit(" ", 1) for line in (tmp_path / "calls.nice").read_text().splitlines())
+    assert niced == {"one create": "0", "long verify": "0", "short verify": "5"}
+    assert "started (nice 5): short:verify" in done.stdout

@@ -75,7 +75,10 @@ def test_a_run_that_waited_for_a_build_that_failed_builds_itself(run_module, tmp
 def test_a_cached_image_is_used_without_the_lock(run_module, tmp_path, monkeypatch):
     _key, top = _top(tmp_path)
     _complete(top)
-    monkeypatch.setattr(mod, "build", lambda *a: (_ for _ in ()).throw(AssertionError("built again")))
+    def build_again(*_args):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(mod, "build", build_again)
     result = run_module(mod, _args(tmp_path))
     assert result.result["changed"] is False
     assert not list(tmp_path.glob(".*.lock"))
