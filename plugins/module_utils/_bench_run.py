@@ -52,6 +52,7 @@ def server_argv(p, rpc):
     argv = [p["server_bin"], "--model", p["model"], "--host", "127.0.0.1", "--port", str(p["port"])]
     argv += ["--threads", str(p["threads"]), "--parallel", str(p["parallel"])]
     argv += ["--ctx-size", str(p["ctx_size"] * p["parallel"]), "--load-mode", p["load_mode"], "--no-webui"]
+    argv += ["--cache-ram", str(p["cache_ram"])]  # as the coordinator's unit runs it (llama_coordinator_cache_ram)
     if rpc:
         devices = ",".join(f"RPC{i}" for i in range(len(rpc)))
         argv += ["--rpc", ",".join(rpc), "--device", devices, "--split-mode", p["split_mode"]]

@@ -361,9 +361,11 @@ def coordinator_memory(workers, coordinator, available=None):
     return None
 
 
-def _local_plan(summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, headroom, overhead, kept):
-    """The plan that serves the model on the coordinator alone."""
-    need = local_need(summary, kv_layer, overhead)
+def _local_plan(
+    summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, headroom, overhead, kept, cache_ram=0
+):
+    """The plan that serves the model on the coordinator alone (its prompt cache, ``cache_ram`` bytes, beside it)."""
+    need = local_need(summary, kv_layer, overhead) + cache_ram
     row = {
         "name": coordinator or "coordinator",
         "endpoint": "local",
@@ -409,6 +411,7 @@ def plan(
     keep=None,
     fit_first=False,
     coordinator_available=None,
+    cache_ram=0,
 ):
     """Plan the cluster.  ``workers``: dicts with name, endpoint, mem_available (bytes) and state (``ready`` to be
     usable), in inventory order.  Returns the plan dict; raises PlanError with an actionable message.
@@ -420,7 +423,9 @@ def plan(
 
     ``fit_first`` (strategy ``fewest`` only): a local plan when the model fits on the coordinator (see the module
     docstring). Off unless asked here; the module llama_cluster_plan asks by default.
-    ``coordinator_available``: the coordinator host's MemAvailable when no worker shares its host."""
+    ``coordinator_available``: the coordinator host's MemAvailable when no worker shares its host.
+    ``cache_ram``: bytes of llama-server's prompt cache (``--cache-ram``), kept in the coordinator host's memory: a
+    local plan needs them, and a worker on that host gives them up."""
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     names = [worker["name"] for worker in workers]
@@ -431,16 +436,26 @@ def plan(
     if (
         strategy == "fewest"
         and available is not None
-        and local_need(summary, kv_layer, overhead) <= available - int(headroom)
+        and local_need(summary, kv_layer, overhead) + int(cache_ram) <= available - int(headroom)
     ):
         kept = bool(keep) and bool(keep.get("local"))
         return _local_plan(
-            summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, int(headroom), overhead, kept
+            summary,
+            kv_layer,
+            ctx_size,
+            parallel,
+            strategy,
+            coordinator,
+            available,
+            int(headroom),
+            overhead,
+            kept,
+            int(cache_ram),
         )
     if not workers:
         raise PlanError("no RPC workers: put at least one host in the rpc_workers group")
-    # llama-server itself keeps the token embeddings and a compute buffer on the coordinator's CPU.
-    coordinator_bytes = summary["embedding_bytes"] + overhead
+    # llama-server itself keeps the token embeddings, a compute buffer and its prompt cache on the coordinator's CPU.
+    coordinator_bytes = summary["embedding_bytes"] + overhead + int(cache_ram)
     usable, excluded = [], []
     for worker in workers:
         if worker.get("state", "ready") != "ready":

@@ -84,6 +84,13 @@ options:
     description: Context per slot.
     type: int
     default: 512
+  cache_ram:
+    description:
+      - llama-server's C(--cache-ram), MiB of prompt cache in the coordinator's RAM; 0 turns it off, as the
+        llama_coordinator role runs it by default (over RPC that cache reads each request's context back from the
+        workers).
+    type: int
+    default: 0
   extra_args:
     description: Further llama-server arguments.
     type: list
@@ -304,6 +311,7 @@ def main():
             "threads": {"type": "int", "default": 1},
             "parallel": {"type": "int", "default": 1},
             "ctx_size": {"type": "int", "default": 512},
+            "cache_ram": {"type": "int", "default": 0},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "port": {"type": "int", "default": 8090},
             "prompt_tokens": {"type": "list", "elements": "int", "default": [32, 128], "no_log": False},

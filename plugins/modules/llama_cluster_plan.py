@@ -152,6 +152,13 @@ options:
     description: Compute buffer and bookkeeping per worker (bytes, or with K, M, G, T).
     type: str
     default: 128M
+  cache_ram:
+    description:
+      - MiB of llama-server's prompt cache (its C(--cache-ram)), held in the coordinator host's memory. A local plan
+        needs them beside the model, and a worker on the coordinator's host gives them up. 0 when llama-server runs
+        with C(--cache-ram 0) (no prompt cache). The unbounded C(-1) cannot be planned for and is refused.
+    type: int
+    default: 0
   strategy:
     description: C(fewest) workers that fit (fewer hops, faster tokens), or C(all) reachable workers.
     type: str
@@ -386,6 +393,7 @@ ARGUMENT_SPEC = {
     "cache_type_v": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
     "headroom": {"type": "str", "default": "512M"},
     "worker_overhead": {"type": "str", "default": "128M"},
+    "cache_ram": {"type": "int", "default": 0},
     "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
     "fit_first": {"type": "bool", "default": True},
     "coordinator_memory": {"type": "dict"},
@@ -436,6 +444,7 @@ def _record(params, summary, workers, result, headroom, overhead):
         "strategy": params["strategy"],
         "coordinator": params["coordinator"],
         "fit_first": params["fit_first"],
+        "cache_ram": params["cache_ram"] << 20,  # bytes, as headroom and overhead: the supervisor plans with these
     }
     doc = state.record(params["deployment"], summary, workers, options, result)
     return {"record": doc, "deploy_needed": state.deploy_needed(state.read_record(params["deployed"]), doc)}
@@ -459,6 +468,12 @@ def main():
             module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}", **gathered)
     workers = planner.round_memory(found)
     headroom, overhead = _size(module, "headroom"), _size(module, "worker_overhead")
+    if params["cache_ram"] < 0:
+        module.fail_json(
+            msg=f"cache_ram must be 0 or more MiB, got {params['cache_ram']}: an unbounded prompt cache (-1) cannot "
+            "be planned for on the coordinator's host",
+            **gathered,
+        )
     try:
         summary = params["model"] or planner.summarize(gguf.read_model(params["model_path"]))
         missing = sorted(set(MODEL_KEYS) - set(summary))
@@ -481,6 +496,7 @@ def main():
             keep=_plan_in_force(params["keep_plan_file"]),
             fit_first=params["fit_first"],
             coordinator_available=_coordinator_available(params["coordinator_memory"]),
+            cache_ram=params["cache_ram"] << 20,
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
         module.fail_json(msg=str(exc), **gathered)

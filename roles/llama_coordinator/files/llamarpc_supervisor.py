@@ -154,6 +154,7 @@ def replan(config, down):
         strategy=options["strategy"],
         coordinator=options.get("coordinator"),
         fit_first=bool(options.get("fit_first", False)),
+        cache_ram=int(options.get("cache_ram", 0)),
     )
 
 

@@ -21,6 +21,7 @@ VARIABLES = {
     "llama_coordinator_parallel": 1,
     "llama_coordinator_cache_type_k": "f16",
     "llama_coordinator_cache_type_v": "f16",
+    "llama_coordinator_cache_ram": 0,
     "llama_coordinator_port": 8080,
     "llama_coordinator_metrics": True,
     "llama_coordinator_api_key": "",
@@ -57,6 +58,8 @@ def test_the_plan_arguments_are_one_unbraced_word_of_exec_start():
     # No other plan flag in the unit, and nothing braced: "${X}" is always exactly one argument, even when empty.
     assert not {"--rpc", "--device", "--tensor-split", "--n-gpu-layers"} & set(argv), argv
     assert not [word for word in argv if "${" in word], argv
+    # No prompt cache by default: over RPC it reads each request's context back from the workers.
+    assert argv[argv.index("--cache-ram") + 1] == "0"
     [pre] = worker_unit.commands(render("server.service.j2"), "ExecStartPre")
     # Before each start the supervisor waits for $LLAMARPC_RPC's workers (none on a local plan: it returns at once).
     assert pre == ["/usr/bin/python3", VARIABLES["_llama_coordinator_supervisor"], "wait", "--timeout", "60"]

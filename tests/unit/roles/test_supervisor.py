@@ -283,3 +283,14 @@ def test_a_re_plan_that_fits_on_the_coordinator_goes_local_then_back(tmp_path, w
     world["check"]()
     world["now"] += 25
     assert "--rpc 10.0.0.2:50052" in world["check"]()["message"]
+
+
+def test_a_re_plan_reserves_the_prompt_cache_on_the_coordinators_host(tmp_path):
+    """The record's cache_ram (bytes) reaches the re-plan: the model (0.8 GiB) fits on the coordinator's 4 GiB host
+    alone, but not with a 3.5 GiB prompt cache beside it; then the re-plan keeps workers."""
+    options = dict(json.loads(config(tmp_path).read_text())["options"], strategy="fewest", coordinator="n1")
+    fits = json.loads(config(tmp_path, options=dict(options, fit_first=True)).read_text())
+    assert supervisor.replan(fits, set())["local"] is True
+    cached = json.loads(config(tmp_path, options=dict(options, fit_first=True, cache_ram=3584 << 20)).read_text())
+    plan = supervisor.replan(cached, set())
+    assert plan["local"] is False and plan["rpc"]

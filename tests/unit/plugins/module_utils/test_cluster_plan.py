@@ -328,6 +328,26 @@ def test_fit_first_is_exact_at_the_headroom():
     assert not result["local"] and [row["name"] for row in result["workers"]] == ["node2"]
 
 
+def test_the_prompt_cache_is_reserved_on_the_coordinators_host():
+    """llama-server's --cache-ram lives in the coordinator host's memory: a local plan needs it beside the model, and
+    a worker on that host gives it up (issue #22: llama.cpp's own 8 GiB default on an 8 GB coordinator)."""
+    summary = model()
+    need = _local_need(summary)
+    at = workers(1, 4, 4)
+    at[0]["mem_available"] = need + 512 * MIB + 64 * MIB
+    assert planner.plan(summary, at, ctx_size=512, fit_first=True, coordinator="node1", cache_ram=64 * MIB)["local"]
+    result = planner.plan(summary, at, ctx_size=512, fit_first=True, coordinator="node1", cache_ram=64 * MIB + 1)
+    assert not result["local"]
+    # As a worker, the coordinator's host gives up the prompt cache on top of the embeddings and compute buffer.
+    spread = workers(4, 4, 4)
+    plain = planner.worker_capacity(spread[0], 512 * MIB, "node1", summary["embedding_bytes"] + 128 * MIB)
+    with_cache = planner.plan(summary, spread, ctx_size=512, strategy="all", coordinator="node1", cache_ram=GIB)
+    without = planner.plan(summary, spread, ctx_size=512, strategy="all", coordinator="node1")
+    capacity = {row["name"]: row["capacity"] for row in with_cache["workers"]}
+    assert capacity["node1"] == plain - GIB
+    assert capacity["node2"] == {row["name"]: row["capacity"] for row in without["workers"]}["node2"]
+
+
 def test_fit_first_needs_the_coordinators_memory_and_strategy_fewest():
     summary = model()
     # The coordinator is no worker and no figure is given: its memory is unknown, so workers as before.

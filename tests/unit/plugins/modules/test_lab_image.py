@@ -75,6 +75,7 @@ def test_a_run_that_waited_for_a_build_that_failed_builds_itself(run_module, tmp
 def test_a_cached_image_is_used_without_the_lock(run_module, tmp_path, monkeypatch):
     _key, top = _top(tmp_path)
     _complete(top)
+
     def build_again(*_args):
         raise AssertionError("built again")
 

@@ -38,6 +38,7 @@ def _params(**kw):
         "load_mode": "none",
         "split_mode": "tensor",
         "tensor_split": [],
+        "cache_ram": 0,
         "extra_args": [],
     }
     base.update(kw)
@@ -53,6 +54,8 @@ def test_server_argv_single_and_distributed():
     assert dist[dist.index("--device") + 1] == "RPC0,RPC1"
     assert dist[dist.index("--split-mode") + 1] == "tensor"
     assert dist[dist.index("--tensor-split") + 1] == "2,1"
+    for argv in (single, dist):  # no prompt cache, as the coordinator's unit runs by default
+        assert argv[argv.index("--cache-ram") + 1] == "0"
 
 
 def test_report_writes_json_markdown_and_predictions(run_module, tmp_path):

@@ -71,6 +71,10 @@ def test_bad_input_is_named(run_module, model):
     assert ctx.failed and "positive" in ctx.result["msg"]
     missing = run_module(llama_cluster_plan, {"model_path": "/nonexistent/m.gguf", "workers": workers(4)})
     assert missing.failed and "/nonexistent/m.gguf" in missing.result["msg"]
+    unbounded = run_module(
+        llama_cluster_plan, {"model_path": model["files"][0]["path"], "workers": workers(4), "cache_ram": -1}
+    )
+    assert unbounded.failed and "cache_ram must be 0 or more MiB, got -1" in unbounded.result["msg"]
 
 
 def test_memory_facts_read_meminfo_and_cgroup_limits(tmp_path):

@@ -140,6 +140,7 @@ def test_the_record_and_when_it_must_be_rewritten(plan):
         "strategy": "all",
         "coordinator": "n1",
         "fit_first": True,
+        "cache_ram": 0,
     }
     assert all("state" not in worker for worker in record["workers"])
     assert record["plan"] == out.result["plan"]
