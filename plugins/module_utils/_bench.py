@@ -182,6 +182,38 @@ def output_row(verdicts, reference="single"):
     }
 
 
+#: Load figures of a configuration loaded more than once (the load ratios' cold, warm and seeded loads): the report
+#: takes their medians.
+REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "seed_seconds", "seeded_total_seconds")
+
+
+def merge_repeats(results):
+    """One result per configuration name, in the order of first appearance. A configuration run more than once keeps
+    its first run's figures but for the load figures (``REPEATED_LOAD_KEYS``), which become the medians of its runs;
+    ``summary.load_runs`` lists every run's load seconds, and ``runs`` holds every run's completions, so that
+    ``same_output`` compares them all."""
+    groups = {}
+    for result in results:
+        groups.setdefault(result["name"], []).append(result)
+    merged = []
+    for name, group in groups.items():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        first = dict(group[0])
+        summary = dict(first.get("summary", {}))
+        for key in REPEATED_LOAD_KEYS:
+            values = [r.get("summary", {}).get(key) for r in group]
+            if any(value is not None for value in values):
+                summary[key] = summarize(values)["median"]
+        summary["load_runs"] = [r.get("summary", {}).get("load_seconds") for r in group]
+        first["summary"] = summary
+        first["runs"] = [run for r in group for run in r.get("runs") or ()]
+        first["name"] = name
+        merged.append(first)
+    return merged
+
+
 def ratio_rows(results, ratios):
     """Ratios between configurations: each ``{name, metric, numerator, denominator, target, compare}``.
 
@@ -368,7 +400,8 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None):
                 name=r["name"],
                 split=r.get("split_mode", "-"),
                 workers=len(r.get("rpc", [])),
-                load=_fmt(s.get("load_seconds"), 1),
+                load=_fmt(s.get("load_seconds"), 1)
+                + (f" (median of {len(s['load_runs'])})" if len(s.get("load_runs") or ()) > 1 else ""),
                 sent=_fmt(None if sent is None else sent / 1e6, 1),
                 prompt=_fmt(s.get("prompt_tps")),
                 gen=_fmt(s.get("generation_tps")),

@@ -21,6 +21,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     completion,
     interface_bytes,
     markdown_report,
+    merge_repeats,
     output_row,
     parallel_completions,
     ratio_rows,
@@ -266,7 +267,7 @@ class Bench:
         p = self.params
         if not p["results_dir"]:
             self.module.fail_json(msg="mode=report needs results_dir")
-        results = [dict(r) for r in p["results"]]
+        results = merge_repeats([dict(r) for r in p["results"]])
         links = [dict(link) for link in p["links"]]
         predictions(p, results, links)
         verdicts = same_output(results, p["calibration"])

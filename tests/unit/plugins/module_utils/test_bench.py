@@ -312,3 +312,38 @@ def test_the_seeding_section_says_where_the_bytes_came_from():
     row += "| 40.0 (m-00001-of-00002.gguf) |"
     assert row in md
     assert md.index("| node2 |") < md.index("| node3 | 4 | 1 | 2 | 0.0 (-) | 0.0 (-) | 50.0 (-) |")
+
+
+def _loaded(name, load, sent=None, content="Paris"):
+    summary = {"load_seconds": load, "generation_tps": 10.0}
+    if sent is not None:
+        summary["load_sent_bytes"] = sent
+    return {"name": name, "summary": summary, "runs": [{"prompt_tokens": 8, "predict_tokens": 4, "content": content}]}
+
+
+def test_repeated_loads_become_their_medians_and_every_output_is_compared():
+    """Three interleaved rounds of a cold and a seeded load: one slow cold load (a busy moment) does not decide the
+    ratio, the medians do; a single configuration stays as it was."""
+    results = [
+        _loaded("single", 1.0),
+        _loaded("B-planned-cold", 10.0, sent=900),
+        _loaded("B-planned-seeded", 1.0, sent=20),
+        _loaded("B-planned-cold", 30.0, sent=950),
+        _loaded("B-planned-seeded", 1.2, sent=22),
+        _loaded("B-planned-cold", 11.0, sent=910, content="Lyon"),
+        _loaded("B-planned-seeded", 0.9, sent=21),
+    ]
+    merged = bench.merge_repeats(results)
+    assert [r["name"] for r in merged] == ["single", "B-planned-cold", "B-planned-seeded"]
+    assert merged[0] == results[0]
+    cold, seeded = merged[1]["summary"], merged[2]["summary"]
+    assert (cold["load_seconds"], cold["load_sent_bytes"], cold["load_runs"]) == (11.0, 910, [10.0, 30.0, 11.0])
+    assert (seeded["load_seconds"], seeded["load_sent_bytes"]) == (1.0, 21)
+    [ratio] = bench.ratio_rows(
+        merged,
+        [{"name": "r", "metric": "load_seconds", "numerator": "B-planned-seeded", "denominator": "B-planned-cold"}],
+    )
+    assert ratio["value"] == pytest.approx(1.0 / 11.0)
+    # Every round's output counts: the third cold load's differs from the single process's.
+    assert bench.same_output(merged) == {"single": True, "B-planned-cold": False, "B-planned-seeded": True}
+    assert "(median of 3)" in bench.markdown_report(merged, [], {"title": "t"})
