@@ -90,8 +90,8 @@ unit:
 	$(BIN)/pytest tests/unit
 
 # Tests against real processes on this machine (root; loopback and the lab's own namespaces only).
-integration:
-	LLAMARPC_REQUIRE_LLAMA=1 $(BIN)/pytest tests/integration
+integration:  # each test over 10 s in the log, as the scenarios' verify steps print theirs: the budget is visible
+	LLAMARPC_REQUIRE_LLAMA=1 $(BIN)/pytest tests/integration --durations=0 --durations-min=10
 
 # Unit and sanity tests on ansible-core 2.19 and 2.20 (Python 3.11 and 3.12, from PATH or pyenv), at once. In CI
 # (CI set, as .ci/run runs) a missing Python fails the run: CI must prove what the README promises. On a box without
