@@ -20,7 +20,7 @@ description:
     installed here, on the controller, once.
   - The image is built in a temporary directory and renamed into place, so an interrupted build never
     leaves a half image that looks complete.
-  - Builds of one key take turns (a lock file beside the image): labs created at the same time build the
+  - Builds of one key take turns, under a lock file beside the image. Labs created at the same time build the
     image once, and the later ones use it.
 author:
   - llamarpc.cluster contributors (@llamarpc)
