@@ -13,15 +13,14 @@ SCENARIOS ?= worker default lsyncd shards mesh cluster controller_user
 # scenario up to its converge, which builds llama.cpp once into the controller's cache (a fresh machine spends most of
 # its first quarter hour there), and beside it the cluster scenario's lab booted and prepared (no build needed: the
 # longest lane then starts at its converge); beside both, from the start and at a lower priority, the checks
-# (BESIDE_LANES). Once the build is in the cache, the LANES (the rest of the cluster scenario, the longest) and, at a
-# lower priority since they have time to spare, the BEHIND_LANES: the rest of the worker scenario, the other
-# scenarios, `make:integration` (the integration tests, which use that build), then `make:matrix`: unit and sanity
-# tests on the older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the
-# newest, 2.21 on Python 3.13, for everything else: tools/ansible_versions.sh).
+# (BESIDE_LANES). Once the build is in the cache, the LANES, all at once: the rest of the cluster and worker scenarios,
+# the other scenarios, `make:integration` (the integration tests, which use that build), then `make:matrix`: unit and
+# sanity tests on the older ansible-core releases meta/runtime.yml admits (tools/ansible_matrix.sh; the .venv runs the
+# newest, 2.21 on Python 3.13, for everything else: tools/ansible_versions.sh). All at nice 0: the other lanes at nice
+# 5 behind the cluster's (tools/molecule_lanes.sh --behind) made them the longest instead (docs/development.md).
 BESIDE_LANES ?= "make:lint make:unit"
 FIRST_LANES ?= "worker:destroy,converge" "cluster:destroy,create,prepare"
-LANES ?= "cluster:converge,idempotence,verify,destroy"
-BEHIND_LANES ?= "worker:idempotence,verify,destroy shards" "lsyncd default mesh controller_user" "make:integration make:matrix"
+LANES ?= "cluster:converge,idempotence,verify,destroy" "worker:idempotence,verify,destroy shards" "lsyncd default mesh controller_user" "make:integration make:matrix"
 # Mesh provider of the demo: none (lab addresses), wireguard (make demo MESH=wireguard) or tailscale.
 MESH ?= none
 comma := ,
@@ -107,7 +106,7 @@ molecule:
 	done
 
 molecule-lanes:
-	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh --beside $(BESIDE_LANES) --first $(FIRST_LANES) --then $(LANES) --behind $(BEHIND_LANES)
+	@MOLECULE=$(BIN)/molecule tools/molecule_lanes.sh --beside $(BESIDE_LANES) --first $(FIRST_LANES) --then $(LANES)
 
 # The demo on a seed-shaped 6-host lab with the self-healing and fault-matrix tests alone (part of `make test` too).
 test-cluster: setup
