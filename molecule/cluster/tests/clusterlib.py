@@ -244,10 +244,15 @@ def lab_name():
     return yaml.safe_load((SCENARIO / "lab.yml").read_text())["lab_name"]
 
 
+def nspawn_pid_file(name):
+    """The lab role's pid file of the host's systemd-nspawn, in the host's state directory."""
+    return Path(f"/var/lib/llamarpc-lab/{lab_name()}/hosts/{name}/nspawn.pid")
+
+
 def host_init(name):
     """PID (in the controller's namespace) of the host's systemd: the child of its systemd-nspawn (the lab role's pid
     file in the host's state directory)."""
-    nspawn = Path(f"/var/lib/llamarpc-lab/{lab_name()}/hosts/{name}/nspawn.pid").read_text().strip()
+    nspawn = nspawn_pid_file(name).read_text().strip()
     init = _lab.container_init(int(nspawn))
     assert init is not None, (name, nspawn)
     return init

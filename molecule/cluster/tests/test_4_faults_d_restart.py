@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterlib import SCENARIO, host_init, lab_name, main_pid, serving, shard_digests, wait_serving
+from clusterlib import SCENARIO, host_init, lab_name, main_pid, nspawn_pid_file, serving, shard_digests, wait_serving
 from faultreport import record
 from labtest import BIN, REPO, ansible_env, inventory_hosts, lab, wait_for
 
@@ -27,15 +27,29 @@ def controller(*argv):
     )
 
 
+def running(pid):
+    """Whether process ``pid`` is still there and not a zombie (a zombie has no executable left to match)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def power_loss(names):
     """Every process of each host killed at once: SIGKILL to its systemd, PID 1 of the host's PID namespace, after
     which the kernel kills every other process in that namespace - no unit stops, nothing unmounts, no sync. Returns
-    when no process of any of them is left (its nspawn exits when its PID 1 dies)."""
+    when no process of any of them is left, their systemd-nspawn included: it exits after its PID 1 died, in its own
+    time, and the lab role will not boot a host whose nspawn still runs (seen in ci20 on a loaded machine: "could not
+    start lab host node6: /usr/bin/systemd-nspawn already running")."""
     inits = {name: host_init(name) for name in names}
+    nspawns = {name: int(nspawn_pid_file(name).read_text().strip()) for name in names}
     for pid in inits.values():
         os.kill(pid, signal.SIGKILL)
     gone = wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in inits.values()))
     assert gone, f"the hosts' systemd survived SIGKILL: {inits}"
+    ended = wait_for(lambda: not any(running(pid) for pid in nspawns.values()))
+    assert ended, f"a host's systemd-nspawn outlived its PID 1: {nspawns}"
     return inits
 
 
