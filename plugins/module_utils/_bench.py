@@ -196,7 +196,7 @@ def merge_repeats(results):
     for result in results:
         groups.setdefault(result["name"], []).append(result)
     merged = []
-    for name, group in groups.items():
+    for group in groups.values():
         if len(group) == 1:
             merged.append(group[0])
             continue
@@ -209,7 +209,6 @@ def merge_repeats(results):
         summary["load_runs"] = [r.get("summary", {}).get("load_seconds") for r in group]
         first["summary"] = summary
         first["runs"] = [run for r in group for run in r.get("runs") or ()]
-        first["name"] = name
         merged.append(first)
     return merged
 

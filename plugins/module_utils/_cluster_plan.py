@@ -361,11 +361,9 @@ def coordinator_memory(workers, coordinator, available=None):
     return None
 
 
-def _local_plan(
-    summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, headroom, overhead, kept, cache_ram=0
-):
-    """The plan that serves the model on the coordinator alone (its prompt cache, ``cache_ram`` bytes, beside it)."""
-    need = local_need(summary, kv_layer, overhead) + cache_ram
+def _local_plan(summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, headroom, need, kept):
+    """The plan that serves the model on the coordinator alone; ``need``: its bytes there (``local_need`` and the
+    prompt cache)."""
     row = {
         "name": coordinator or "coordinator",
         "endpoint": "local",
@@ -433,24 +431,11 @@ def plan(
         raise PlanError(f"a worker is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     kv_layer = kv_bytes_per_layer(summary, ctx_size, parallel, cache_type_k, cache_type_v)
     available = coordinator_memory(workers, coordinator, coordinator_available) if fit_first else None
-    if (
-        strategy == "fewest"
-        and available is not None
-        and local_need(summary, kv_layer, overhead) + int(cache_ram) <= available - int(headroom)
-    ):
+    local = local_need(summary, kv_layer, overhead) + int(cache_ram)
+    if strategy == "fewest" and available is not None and local <= available - int(headroom):
         kept = bool(keep) and bool(keep.get("local"))
         return _local_plan(
-            summary,
-            kv_layer,
-            ctx_size,
-            parallel,
-            strategy,
-            coordinator,
-            available,
-            int(headroom),
-            overhead,
-            kept,
-            int(cache_ram),
+            summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, int(headroom), local, kept
         )
     if not workers:
         raise PlanError("no RPC workers: put at least one host in the rpc_workers group")
