@@ -187,11 +187,25 @@ def output_row(verdicts, reference="single"):
 REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "seed_seconds", "seeded_total_seconds")
 
 
+def completion_summary(runs):
+    """The completion figures of a configuration's ``summary`` from its greedy completions: the median prompt tok/s,
+    and the generation tok/s with its spread, minimum and maximum."""
+    runs = list(runs)
+    gen = summarize(r["predicted_per_second"] for r in runs)
+    return {
+        "prompt_tps": summarize(r["prompt_per_second"] for r in runs)["median"],
+        "generation_tps": gen["median"],
+        "generation_spread": gen["spread"],
+        "generation_min": gen["min"],
+        "generation_max": gen["max"],
+    }
+
+
 def merge_repeats(results):
     """One result per configuration name, in the order of first appearance. A configuration run more than once keeps
-    its first run's figures but for the load figures (``REPEATED_LOAD_KEYS``), which become the medians of its runs;
-    ``summary.load_runs`` lists every run's load seconds, and ``runs`` holds every run's completions, so that
-    ``same_output`` compares them all."""
+    its first run's figures but for the load figures (``REPEATED_LOAD_KEYS``), which become the medians of its runs,
+    and the completion figures (``completion_summary``), taken over every run's completions together; ``runs`` holds
+    them all, so that ``same_output`` compares them all, and ``summary.load_runs`` lists every run's load seconds."""
     groups = {}
     for result in results:
         groups.setdefault(result["name"], []).append(result)
@@ -207,8 +221,10 @@ def merge_repeats(results):
             if any(value is not None for value in values):
                 summary[key] = summarize(values)["median"]
         summary["load_runs"] = [r.get("summary", {}).get("load_seconds") for r in group]
-        first["summary"] = summary
         first["runs"] = [run for r in group for run in r.get("runs") or ()]
+        if first["runs"]:
+            summary.update(completion_summary(first["runs"]))
+        first["summary"] = summary
         merged.append(first)
     return merged
 

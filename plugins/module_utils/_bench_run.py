@@ -19,6 +19,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_pro
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     bytes_between,
     completion,
+    completion_summary,
     interface_bytes,
     markdown_report,
     merge_repeats,
@@ -27,7 +28,6 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     ratio_rows,
     rerun_summary,
     same_output,
-    summarize,
     wait_healthy,
     write_chart,
 )
@@ -97,14 +97,9 @@ def measure(base, p, result):
 
 def run_summary(result):
     """A configuration's ``summary``: medians and spread of its runs."""
-    gen = summarize(r["predicted_per_second"] for r in result["runs"])
     summary = {
         "load_seconds": result["load_seconds"],
-        "prompt_tps": summarize(r["prompt_per_second"] for r in result["runs"])["median"],
-        "generation_tps": gen["median"],
-        "generation_spread": gen["spread"],
-        "generation_min": gen["min"],
-        "generation_max": gen["max"],
+        **completion_summary(result["runs"]),
         # What this host's links sent during the load (the weights that crossed them to the workers).
         "load_sent_bytes": (result.get("load_network") or {}).get("sent_bytes"),
     }

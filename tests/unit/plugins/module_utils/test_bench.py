@@ -314,11 +314,16 @@ def test_the_seeding_section_says_where_the_bytes_came_from():
     assert md.index("| node2 |") < md.index("| node3 | 4 | 1 | 2 | 0.0 (-) | 0.0 (-) | 50.0 (-) |")
 
 
-def _loaded(name, load, sent=None, content="Paris"):
-    summary = {"load_seconds": load, "generation_tps": 10.0}
+def _loaded(name, load, sent=None, content="Paris", generation=(10.0,)):
+    runs = [
+        {"prompt_tokens": 8, "predict_tokens": 4, "content": content, "prompt_per_second": 50.0}
+        | {"predicted_per_second": x}
+        for x in generation
+    ]
+    summary = {"load_seconds": load, **bench.completion_summary(runs)}
     if sent is not None:
         summary["load_sent_bytes"] = sent
-    return {"name": name, "summary": summary, "runs": [{"prompt_tokens": 8, "predict_tokens": 4, "content": content}]}
+    return {"name": name, "summary": summary, "runs": runs}
 
 
 def test_repeated_loads_become_their_medians_and_every_output_is_compared():
@@ -347,3 +352,27 @@ def test_repeated_loads_become_their_medians_and_every_output_is_compared():
     # Every round's output counts: the third cold load's differs from the single process's.
     assert bench.same_output(merged) == {"single": True, "B-planned-cold": False, "B-planned-seeded": True}
     assert "(median of 3)" in bench.markdown_report(merged, [], {"title": "t"})
+
+
+def test_repeated_rounds_pool_their_completions():
+    """The single process and fit first's plan, run in three interleaved rounds while the machine's load moves: the
+    generation figures are taken over every round's completions together, not the first round's alone."""
+    results = [
+        _loaded("single", 1.0, generation=(20.0, 21.0)),
+        _loaded("B-fit-first", 1.0, generation=(10.0, 11.0)),  # a busy moment in the first round
+        _loaded("single", 1.1, generation=(12.0, 19.0)),
+        _loaded("B-fit-first", 0.9, generation=(20.0, 19.5)),
+        _loaded("single", 1.0, generation=(19.0, 18.0)),
+        _loaded("B-fit-first", 1.0, generation=(19.0, 20.5)),
+    ]
+    merged = bench.merge_repeats(results)
+    single, fit = (r["summary"] for r in merged)
+    assert [len(r["runs"]) for r in merged] == [6, 6]
+    assert single["generation_tps"] == pytest.approx(19.0)
+    assert fit["generation_tps"] == pytest.approx(19.25)
+    assert (fit["generation_min"], fit["generation_max"]) == (10.0, 20.5)
+    assert fit["generation_spread"] == pytest.approx(10.5 / 19.25)
+    [ratio] = bench.ratio_rows(
+        merged, [{"name": "r", "metric": "generation_tps", "numerator": "B-fit-first", "denominator": "single"}]
+    )
+    assert ratio["value"] == pytest.approx(19.25 / 19.0)
