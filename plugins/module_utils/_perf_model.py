@@ -27,15 +27,16 @@ every repeat (``round_trips_per_token``). Bytes per worker and token on the tiny
 3.1-3.8 kB to it (about 2 kB of it rpc_tensor descriptors, 296 bytes each) and 8 + 4 * n_embd or 8 + 4 * n_vocab
 back.
 
-The two RPC parameters are fitted to the two measurements there are (issue #22, ``make bench`` report
-20261201T144821Z, quiet machine, 1 thread per process): a single process 56.26 tokens/s (17.77 ms per token), one
-worker on the coordinator's host over loopback 43.06 (23.22 ms), two workers in the layer split 41.9 (23.87 ms).
-The second worker added 0.64 ms: its one round trip per token (RPC_CALL_SECONDS 0.64 ms; fitted as two exchanges of
-0.32 ms before the round trips were counted: the same cost at 0 ms of network, half the network time at any other
-round trip). The first added 5.45 ms, 0.64 of which is its round trip and the rest, 4.8 ms, grows with the weights it
-computes (RPC_COMPUTE_FACTOR 1.27). Without them the model predicted the loopback plan as fast as a single process
-(predicted/measured 1.31). Two figures fit two parameters: this is a calibration, not a validation (a bench run on
-the layer-split configurations with added round trips is).
+The two RPC parameters were first fitted to the ``make bench`` report 20261201T144821Z (quiet machine, 1 thread per
+process): a single process 56.26 tokens/s (17.77 ms per token), one worker on the coordinator's host over loopback
+43.06 (23.22 ms), two workers in the layer split 41.9 (23.87 ms). The second worker added 0.64 ms: its one round trip
+per token (RPC_CALL_SECONDS 0.64 ms). The first added 5.45 ms, which was read as workers computing 1.27 times slower
+than the in-process backend. That run's llama-server kept its prompt cache in RAM (``--cache-ram`` 8192 MiB, the
+default then), and its one worker shared the coordinator's two cores. With ``--cache-ram 0`` (the coordinator's
+default since) and a worker on another host (``make bench`` 20261203T175040Z, quiet): single 30.29 tokens/s (33.0 ms),
+one worker 29.17 (34.3 ms): 1.3 ms added, which one round trip and the hidden state over the 100 Mbit/s link account
+for with no slower compute. RPC_COMPUTE_FACTOR is therefore 1.0 (kept as a parameter: ``tools/seed_paper.py`` shows
+how the seed's figures move with it).
 
 For the tensor split (``-sm tensor``) every node reads its slice in parallel, but each layer ends with a
 synchronisation through the coordinator (two per layer: attention and feed-forward), and each worker sends its share
@@ -64,8 +65,8 @@ from __future__ import annotations
 LAYER_ROUND_TRIPS = 1
 #: Seconds one RPC round trip costs on the hosts beyond the network's (calibrated: see the module docstring).
 RPC_CALL_SECONDS = 0.00064
-#: How much slower an RPC worker reads its weights than the in-process CPU backend (calibrated likewise).
-RPC_COMPUTE_FACTOR = 1.27
+#: How much slower an RPC worker reads its weights than the in-process CPU backend (1.0: measured, module docstring).
+RPC_COMPUTE_FACTOR = 1.0
 #: Synchronisations per layer in the tensor split. Counted on the wire (2 workers, 8 layers, ``-sm tensor``): 17
 #: GET_TENSOR per worker and token, 2 per layer and the logits, one worker after the other.
 TENSOR_SYNCS_PER_LAYER = 2
