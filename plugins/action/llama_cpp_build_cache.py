@@ -15,7 +15,11 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_platform as lp
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build import BuildError, sha256_file
+from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build import (
+    BuildError,
+    helper_sources,
+    sha256_file,
+)
 
 ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["lookup", "store"], "default": "lookup"},
@@ -25,6 +29,7 @@ ARGUMENT_SPEC = {
     "cmake_flags": {"type": "list", "elements": "str", "default": []},
     "cpu": {"type": "str", "choices": ["portable", "native"], "default": "portable"},
     "targets": {"type": "list", "elements": "str", "required": True},
+    "helpers": {"type": "list", "elements": "path", "default": []},
     "platform": {"type": "dict", "required": True},
     "build": {"type": "dict"},
     "build_host": {"type": "str"},
@@ -63,6 +68,7 @@ class ActionModule(ActionBase):
                 cpu=args["cpu"],
                 targets=args["targets"],
                 platform=args["platform"],
+                helpers=helper_sources(args["helpers"], args["targets"]),
             )
         except BuildError as exc:
             raise AnsibleActionFail(str(exc)) from exc

@@ -58,6 +58,11 @@ X86_ARCHES = frozenset({"x86_64", "amd64"})
 UNSHIPPED_LIBRARIES = frozenset({"libggml-cpu-sapphirerapids.so"})
 
 DEFAULT_TARGETS = ("ggml-rpc-server", "llama-server", "llama-gguf-split")
+
+# Extra single-file C++ programs built with the tree (the ``helpers`` option): the flags the llama_rpc_worker role's
+# compile fallback uses too, and no -march (they run on every node, like the portable build).
+HELPER_CXX_FLAGS = ("-O2", "-Wall")
+HELPER_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++")
 RPC_SERVER_NAMES = ("ggml-rpc-server", "rpc-server")
 
 # Where llama.cpp keeps the RPC server's CMakeLists, newest layout first.
@@ -73,6 +78,7 @@ _ADD_EXECUTABLE_RE = re.compile(r"^\s*add_executable\s*\(\s*([A-Za-z0-9_.+-]+)\s
 _READELF_DYN_RE = re.compile(r"\((NEEDED|RUNPATH|RPATH|SONAME)\)\s+[^\[]*\[(.*)\]\s*$")
 _LDD_FOUND_RE = re.compile(r"^\s*(\S+)\s+=>\s+(.+?)\s+\(0x[0-9a-f]+\)\s*$")
 _LDD_NOT_FOUND_RE = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$")
+_HELPER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+-]*$")
 
 
 class BuildError(Exception):
@@ -145,11 +151,40 @@ def cmake_define(flags, name):
     return value
 
 
-def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler):
+def helper_name(path):
+    """The program a helper source builds: its file name without the suffix, ``_`` as ``-``.
+
+    ``llamarpc_fnv1a.cpp`` builds ``llamarpc-fnv1a``.
+    """
+    return os.path.splitext(os.path.basename(str(path)))[0].replace("_", "-")
+
+
+def helper_sources(paths, targets=()):
+    """``[{name, path, sha256}]`` of the helper sources, ordered by name; raise for a source that is missing,
+    not C++, or whose program name is taken (by another helper, a target or the libraries beside them)."""
+    helpers = {}
+    taken = set(targets) | set(RPC_SERVER_NAMES)
+    for path in paths or ():
+        name = helper_name(path)
+        if not str(path).lower().endswith(HELPER_SUFFIXES):
+            raise BuildError(f"helper {path}: not a C++ source ({', '.join(HELPER_SUFFIXES)})")
+        if not os.path.isfile(path):
+            raise BuildError(f"helper source {path} does not exist")
+        if not _HELPER_NAME_RE.match(name) or is_shared_library_name(name):
+            raise BuildError(f"helper {path}: {name!r} is not a usable program name")
+        if name in helpers or name in taken:
+            raise BuildError(f"helper {path}: the program name {name} is taken (two helpers, or a target of that name)")
+        helpers[name] = {"name": name, "path": str(path), "sha256": sha256_file(path)}
+    return [helpers[name] for name in sorted(helpers)]
+
+
+def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler, helpers=()):
     """The cache key: sha256 over everything that changes the binaries.
 
     ``subdir`` is the requested one (None = auto-detect, which is deterministic for one archive),
-    flags and targets keep their order (order matters to CMake: a later -D wins).
+    flags and targets keep their order (order matters to CMake: a later -D wins). ``helpers``
+    (``helper_sources``) add each program's name and source sha256; without them the key is the one
+    of a build before helpers existed, so the entries cached then stay valid.
     """
     payload = {
         "format": CACHE_FORMAT,
@@ -160,6 +195,8 @@ def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler):
         "arch": str(arch),
         "compiler": compiler,
     }
+    if helpers:
+        payload["helpers"] = [[h["name"], h["sha256"]] for h in helpers]
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

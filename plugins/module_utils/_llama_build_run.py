@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build import (
     CACHE_FORMAT,
+    HELPER_CXX_FLAGS,
     MANIFEST,
     BuildError,
     archive_kind,
@@ -40,6 +41,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build impo
     detect_source_dir,
     external_libraries,
     file_entry,
+    helper_sources,
     is_safe_member,
     load_manifest,
     log_tail,
@@ -58,27 +60,38 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build_stag
     first_line,
     smoke_test,
     stage_binaries,
+    stage_helpers,
 )
 
 ARCHIVE = "bin.tar.gz"  # the binaries in one file, to ship to the nodes
 
 
+COMPILERS = {"c": ("CMAKE_C_COMPILER", "CC", "cc"), "cxx": ("CMAKE_CXX_COMPILER", "CXX", "c++")}
+
+
+def compiler_argv(module, flags, lang):
+    """The command of the C (``c``) or C++ (``cxx``) compiler CMake will pick (flags, then CC/CXX, then cc/c++)."""
+    var, env, default = COMPILERS[lang]
+    spec = cmake_define(flags, var) or os.environ.get(env) or default
+    argv = shlex.split(spec) or [default]
+    exe = argv[0] if os.path.isabs(argv[0]) else module.get_bin_path(argv[0])
+    if not exe or not os.access(exe, os.X_OK):
+        raise BuildError(
+            f"no {lang.upper()} compiler {spec!r} on the build host: install gcc and g++ "
+            f"(Debian: build-essential) or point {env} at one"
+        )
+    return [exe, *argv[1:]]
+
+
 def compiler_identity(module, flags):
-    """Version lines of the C and C++ compilers CMake will pick (flags, then CC/CXX, then cc/c++)."""
+    """Version lines of the C and C++ compilers CMake will pick (part of the cache key)."""
     found = {}
-    for lang, var, env, default in (("c", "CMAKE_C_COMPILER", "CC", "cc"), ("cxx", "CMAKE_CXX_COMPILER", "CXX", "c++")):
-        spec = cmake_define(flags, var) or os.environ.get(env) or default
-        argv = shlex.split(spec) or [default]
-        exe = argv[0] if os.path.isabs(argv[0]) else module.get_bin_path(argv[0])
-        if not exe or not os.access(exe, os.X_OK):
-            raise BuildError(
-                f"no {lang.upper()} compiler {spec!r} on the build host: install gcc and g++ "
-                f"(Debian: build-essential) or point {env} at one"
-            )
-        rc, out, err = module.run_command([exe, *argv[1:], "--version"], environ_update={"LC_ALL": "C"})
+    for lang in ("c", "cxx"):
+        argv = compiler_argv(module, flags, lang)
+        rc, out, err = module.run_command([*argv, "--version"], environ_update={"LC_ALL": "C"})
         line = first_line(out) or first_line(err)
         if rc != 0 or not line:
-            raise BuildError(f"{spec} --version failed (rc={rc}): {first_line(err)}")
+            raise BuildError(f"{shlex.join(argv)} --version failed (rc={rc}): {first_line(err)}")
         found[lang] = line
     return found
 
@@ -234,10 +247,32 @@ def configure_args_for(module, flags, version):
     return generator + list(flags) + derived
 
 
+def compile_helpers(ctx, tmp, log, env):
+    """Compile each helper with the build's C++ compiler into ``<tmp>/helpers``; return {name: program}.
+
+    Each source is compiled from a copy checked against the sha256 in the key, so that the entry holds what its key
+    says even when a source changed after the key was computed.
+    """
+    out_dir = os.path.join(tmp, "helpers")
+    os.makedirs(os.path.join(out_dir, "src"), exist_ok=True)
+    programs = {}
+    for helper in ctx["helpers"]:
+        copy = os.path.join(out_dir, "src", os.path.basename(helper["path"]))
+        shutil.copyfile(helper["path"], copy)
+        if sha256_file(copy) != helper["sha256"]:
+            raise BuildError(f"helper source {helper['path']} changed during the build: run the build again")
+        program = os.path.join(out_dir, helper["name"])
+        argv = [*ctx["cxx"], *HELPER_CXX_FLAGS, "-o", program, copy]
+        run_step(argv, log, env, f"Compile of helper {helper['name']}")
+        programs[helper["name"]] = program
+    return programs
+
+
 def publish(module, p, ctx, tree, *, stage, build_dir, env):
     """Stage the binaries, check them, write the manifest and move the entry into place."""
     stage_bin = os.path.join(stage, "bin")
     stage_binaries(module, build_dir, stage_bin, tree["targets"], ctx["readelf"])
+    stage_helpers(tree["helpers"], stage_bin)
     runpath, needed = check_binaries(module, stage_bin, build_dir, ctx["readelf"], ctx["ldd"])
     shipped = set(os.listdir(stage_bin))
     smoke = smoke_test(stage_bin, tree["rpc_server"], env)
@@ -255,6 +290,7 @@ def publish(module, p, ctx, tree, *, stage, build_dir, env):
         "configure_args": tree["configure_args"],
         "targets": list(ctx["targets"]),
         "built_targets": tree["targets"],
+        "helpers": [{"name": h["name"], "source": h["path"], "sha256": h["sha256"]} for h in ctx["helpers"]],
         "arch": ctx["arch"],
         "compiler": ctx["compiler"],
         "cmake_version": first_line(cmake_out) if rc == 0 else None,
@@ -297,6 +333,8 @@ def build(module, p, ctx):
             build_dir = os.path.join(tmp, "build")
             configure = [ctx["cmake"], "-S", tree["source_dir"], "-B", build_dir, *tree["configure_args"]]
             run_step(configure, log, env, "CMake configure")
+            # Before the long build: a helper that does not compile fails in seconds, not after half an hour.
+            tree["helpers"] = compile_helpers(ctx, tmp, log, env)
             jobs = str(ctx["jobs"])
             run_step(
                 [ctx["cmake"], "--build", build_dir, "--parallel", jobs, "--target", *tree["targets"]],
@@ -344,7 +382,7 @@ def entry_result(entry, manifest):
 
 
 def check_request(p):
-    """Refuse a bad request before anything is built: (archive kind, the source's sha256, the targets)."""
+    """Refuse a bad request before anything is built: (archive kind, the source's sha256, the targets, the helpers)."""
     src = p["src"]
     if not os.path.isfile(src):
         raise BuildError(f"source archive {src} does not exist on the build host")
@@ -360,7 +398,7 @@ def check_request(p):
         raise BuildError("targets must name at least one CMake target")
     if p["subdir"] is not None:
         normalize_subdir(p["subdir"])  # reject absolute and escaping paths before anything else
-    return kind, actual, targets
+    return kind, actual, targets, helper_sources(p["helpers"], targets)
 
 
 def cache_state(entry, key):
@@ -396,11 +434,13 @@ def build_locked(module, p, ctx, result):
 def run_module(module):
     """The module's result: a cache hit, or (not in check mode) a build; raises BuildError on failure."""
     p = module.params
-    kind, actual, targets = check_request(p)
+    kind, actual, targets, helpers = check_request(p)
     arch = platform.machine()
     flags = list(p["cmake_flags"]) if p["cmake_flags"] is not None else default_cmake_flags(arch, p["cpu"])
     compiler = compiler_identity(module, flags)
-    key = cache_key(actual, subdir=p["subdir"], cmake_flags=flags, targets=targets, arch=arch, compiler=compiler)
+    key = cache_key(
+        actual, subdir=p["subdir"], cmake_flags=flags, targets=targets, arch=arch, compiler=compiler, helpers=helpers
+    )
     entry = os.path.join(p["cache_dir"], key)
     result = {
         "changed": False,
@@ -435,6 +475,8 @@ def run_module(module):
         "targets": targets,
         "arch": arch,
         "compiler": compiler,
+        "helpers": helpers,
+        "cxx": compiler_argv(module, flags, "cxx"),
         "jobs": p["jobs"] or cpu_count(),
         "cmake": module.get_bin_path("cmake", required=True),
         "readelf": module.get_bin_path("readelf"),

@@ -108,6 +108,16 @@ def stage_binaries(module, build_dir, stage_bin, targets, readelf):
                     pending = True
 
 
+def stage_helpers(programs, stage_bin):
+    """Copy the compiled helpers (name -> program) beside the llama.cpp binaries, executable by everyone."""
+    for name, path in sorted(programs.items()):
+        dest = os.path.join(stage_bin, name)
+        if os.path.lexists(dest):
+            raise BuildError(f"helper {name} has the name of a file of the llama.cpp build: rename its source")
+        shutil.copyfile(path, dest)
+        os.chmod(dest, 0o755)  # noqa: S103 - a program for every user, as the llama.cpp binaries beside it
+
+
 def check_binaries(module, stage_bin, build_dir, readelf, ldd):
     """Check every ELF file resolves its libraries from the entry or the system; collect RUNPATH."""
     runpath, needed = {}, {}

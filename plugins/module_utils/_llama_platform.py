@@ -156,14 +156,16 @@ def compat_problems(build_host, build, nodes):
     return problems
 
 
-def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform):
+def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform, helpers=()):
     """The controller cache key of a build: known before building, from the build host's platform facts.
 
     It holds the source's sha256, the subdir, the configure flags (the build module's defaults for the
     architecture and ``cpu`` when ``cmake_flags`` is empty), the targets, and the build host's architecture, OS
     family, distribution and release, libc and its version - plus the CPU's flags for a native build, which is
     tuned to them. Not the compiler's version: a distribution release fixes its compiler's major version (the
-    build host's own cache, keyed by the compiler's version line too, tells a point release apart).
+    build host's own cache, keyed by the compiler's version line too, tells a point release apart). ``helpers``
+    (``_llama_build.helper_sources`` of the controller's copies) add each program's name and source sha256, as in
+    the build host's key; without them the key is the one from before helpers existed.
     """
     arch = platform.get("architecture", "")
     flags = list(cmake_flags) if cmake_flags else default_cmake_flags(arch, cpu)
@@ -180,6 +182,8 @@ def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform):
         },
         "cpu_flags_sha256": platform.get("cpu_flags_sha256", "") if native else "",
     }
+    if helpers:
+        material["helpers"] = [[h["name"], h["sha256"]] for h in helpers]
     blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
 

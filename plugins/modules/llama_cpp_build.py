@@ -15,9 +15,9 @@ description:
   - Builds llama.cpp (by default the RPC server, C(llama-server) and C(llama-gguf-split)) from a local source archive
     with CMake and caches the executables and the C(lib*.so) they load under O(cache_dir), one entry per cache key. A
     later run with the same key changes nothing.
-  - The key covers the archive's sha256, O(subdir), O(cmake_flags), O(targets), the machine architecture and the
-    compilers' versions. An entry is C(<cache_dir>/<key>/bin/) (RUNPATH C($ORIGIN), so it can be copied anywhere) and
-    C(manifest.json).
+  - The key covers the archive's sha256, O(subdir), O(cmake_flags), O(targets), the machine architecture, the
+    compilers' versions and the O(helpers) (name and source sha256 of each). An entry is C(<cache_dir>/<key>/bin/)
+    (RUNPATH C($ORIGIN), so it can be copied anywhere) and C(manifest.json).
   - Runs on the build host, usually the controller (C(delegate_to), C(run_once)); an interrupted build never leaves an
     entry that looks complete, and concurrent runs for one key wait on a lock.
   - O(src) may be an upstream source release or the C(llama-cpp-python) sdist (it vendors the tree and builds
@@ -78,6 +78,18 @@ options:
     type: list
     elements: str
     default: [ggml-rpc-server, llama-server, llama-gguf-split]
+  helpers:
+    description:
+      - C++ programs of one source file each (paths on the build host), compiled with the C++ compiler of the build
+        and C(-O2 -Wall) after the CMake configure step, and shipped in RV(bin_dir) beside the llama.cpp binaries.
+        A program is named after its file, without the suffix and with C(_) as C(-) - C(llamarpc_fnv1a.cpp) builds
+        C(llamarpc-fnv1a).
+      - The name and the sha256 of each source are part of the cache key, so a changed source is a new entry.
+        Without helpers the key is the one of a build before this option existed.
+      - A helper that does not compile fails the build, with the end of the build log.
+    type: list
+    elements: path
+    default: []
   jobs:
     description: Parallel build jobs. Defaults to the number of CPUs the module may use.
     type: int
@@ -143,6 +155,14 @@ EXAMPLES = r"""
       - -DBUILD_SHARED_LIBS=ON
       - -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON
       - -DCMAKE_INSTALL_RPATH=$ORIGIN
+  delegate_to: localhost
+  run_once: true
+
+- name: Build llama.cpp and ship a small C++ tool of one's own in the same bin directory
+  llamarpc.cluster.llama_cpp_build:
+    src: /var/cache/llamarpc/sources/llama_cpp_python-0.3.36.tar.gz
+    checksum: 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+    helpers: [/var/cache/llamarpc/helpers/llamarpc_fnv1a.cpp]  # bin/llamarpc-fnv1a
   delegate_to: localhost
   run_once: true
 """
@@ -249,6 +269,10 @@ manifest:
       description: Targets as built (RPC server name resolved).
       type: list
       elements: str
+    helpers:
+      description: The O(helpers) built, each with C(name) (its file in C(bin/)), C(source) and C(sha256).
+      type: list
+      elements: dict
     arch:
       description: Machine architecture of the build host.
       type: str
@@ -314,6 +338,7 @@ def main():
             "subdir": {"type": "str"},
             "cmake_flags": {"type": "list", "elements": "str"},
             "targets": {"type": "list", "elements": "str", "default": list(DEFAULT_TARGETS)},
+            "helpers": {"type": "list", "elements": "path", "default": []},
             "jobs": {"type": "int"},
             "cache_dir": {"type": "path", "default": "/var/cache/llamarpc/llama-cpp"},
             "log_file": {"type": "path"},

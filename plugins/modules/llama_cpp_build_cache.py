@@ -17,10 +17,10 @@ description:
     host packed them, and C(build.json), written last, with what the nodes' install needs (the build key, the RPC
     server's name and protocol, the files, the build host and its platform).
   - The key is the sha256 over O(checksum), O(subdir), O(cmake_flags) (the build module's defaults for the
-    architecture and O(cpu) when empty), O(targets), and the build host's architecture, OS family, distribution
-    and release, and glibc version from O(platform) (with the CPU's flags for a native build). It needs no
-    compiler on the build host, so a hit is decided before the toolchain is installed or the build host is
-    touched.
+    architecture and O(cpu) when empty), O(targets), the O(helpers) (name and source sha256 of each), and the build
+    host's architecture, OS family, distribution and release, and glibc version from O(platform) (with the CPU's
+    flags for a native build). It needs no compiler on the build host, so a hit is decided before the toolchain is
+    installed or the build host is touched.
   - O(state=lookup) reports RV(hit) and the entry; O(state=store) puts O(archive) into the entry and writes
     C(build.json) from O(build), the result of M(llamarpc.cluster.llama_cpp_build).
 author:
@@ -58,6 +58,13 @@ options:
     type: list
     elements: str
     required: true
+  helpers:
+    description:
+      - The helper sources the build compiles (option C(helpers) of M(llamarpc.cluster.llama_cpp_build)), as files on
+        the controller - the same bytes the build host gets.
+    type: list
+    elements: path
+    default: []
   platform:
     description: The build host's C(llamarpc_platform) fact (M(llamarpc.cluster.llama_cpp_platform_facts)).
     type: dict

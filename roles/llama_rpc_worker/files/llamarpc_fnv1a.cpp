@@ -6,7 +6,8 @@
 // file, or for LENGTH bytes of FILE from OFFSET (a tensor inside a GGUF shard), in order: the hash llama.cpp's RPC
 // tensor cache names its files by (ggml-rpc.cpp fnv_hash: offset 0xcbf29ce484222325, prime 0x100000001b3).
 // A file or range that cannot be read whole prints "-  FILE" and a reason on stderr, and the exit status is 1.
-// Built on the worker by the llama_rpc_worker role (g++ -O2); hashing in Python is over 100 times slower.
+// Built with llama.cpp on the build host (the llama_cpp role's llama_cpp_helpers) and shipped with it; for binaries
+// without it, on the worker by the llama_rpc_worker role (g++ -O2 -Wall). Hashing in Python is over 100 times slower.
 #include <cerrno>
 #include <cinttypes>
 #include <cstdint>

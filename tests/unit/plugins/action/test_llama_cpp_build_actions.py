@@ -109,3 +109,20 @@ def test_store_needs_the_archive_on_the_controller(tmp_path):
     store = cache_args(tmp_path, state="store", build={"key": "b" * 64}, build_host="node1", archive="/nonexistent")
     with pytest.raises(AnsibleActionFail, match="not on the controller"):
         run(cache_action, store, {})
+
+
+def test_a_cached_build_without_the_helper_is_not_a_hit_for_a_request_with_it(tmp_path):
+    """A build stored before helpers existed (or with another helper source) must not ship to a request for one."""
+    archive = tmp_path / "bin.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(__file__, arcname="llama-server")
+    store = cache_args(tmp_path, state="store", build={"key": "b" * 64}, build_host="node1", archive=str(archive))
+    run(cache_action, store, {})
+    plain = run(cache_action, cache_args(tmp_path), {})
+    assert plain["hit"] is True
+    source = tmp_path / "llamarpc_fnv1a.cpp"
+    source.write_text("int main() { return 0; }\n")
+    with_helper = run(cache_action, cache_args(tmp_path, helpers=[str(source)]), {})
+    assert with_helper["hit"] is False and with_helper["controller_key"] != plain["controller_key"]
+    with pytest.raises(AnsibleActionFail, match="does not exist"):
+        run(cache_action, cache_args(tmp_path, helpers=[str(tmp_path / "gone.cpp")]), {})

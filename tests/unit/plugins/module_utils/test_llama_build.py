@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 import zipfile
 
@@ -183,6 +184,60 @@ def test_cache_key_changes_with_every_input(change):
 def test_cache_key_normalizes_subdir_and_checksum_case():
     assert key(subdir="top/vendor/llama.cpp/") == key(subdir="./top/vendor/llama.cpp")
     assert key(source_sha256=SHA_A.upper()) == key()
+
+
+# The key of these inputs as main computed it before helpers existed (f8a0a53): the entries already cached stay valid.
+KEY_BEFORE_HELPERS = "669b46747721f0af41c5f4033ef17ca50f887428a957105fbb56c4bcc3bbe9ba"
+
+
+def helper(tmp_path, name="llamarpc_fnv1a.cpp", text="int main() { return 0; }\n"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_cache_key_without_helpers_is_the_key_from_before_helpers():
+    assert key() == KEY_BEFORE_HELPERS
+    assert key(helpers=[]) == KEY_BEFORE_HELPERS
+
+
+def test_cache_key_follows_each_helpers_bytes_and_name(tmp_path):
+    source = helper(tmp_path)
+    with_helper = key(helpers=lb.helper_sources([source]))
+    assert with_helper != KEY_BEFORE_HELPERS
+    assert key(helpers=lb.helper_sources([source])) == with_helper
+    helper(tmp_path, text="int main() { return 1; }\n")
+    assert key(helpers=lb.helper_sources([source])) != with_helper
+    renamed = helper(tmp_path, "other_tool.cpp", text="int main() { return 1; }\n")
+    assert key(helpers=lb.helper_sources([renamed])) != key(helpers=lb.helper_sources([source]))
+
+
+def test_helper_sources_name_hash_and_order(tmp_path):
+    second = helper(tmp_path, "zz_tool.cc")
+    first = helper(tmp_path)
+    found = lb.helper_sources([second, first])
+    assert [h["name"] for h in found] == ["llamarpc-fnv1a", "zz-tool"]
+    assert found[0] == {"name": "llamarpc-fnv1a", "path": first, "sha256": lb.sha256_file(first)}
+    assert lb.helper_sources([]) == []
+    assert lb.helper_name("/x/y/llamarpc_fnv1a.cpp") == "llamarpc-fnv1a"
+
+
+@pytest.mark.parametrize(
+    ("names", "targets", "message"),
+    [
+        (["tool.c"], (), "not a C++ source"),
+        (["gone.cpp"], (), "does not exist"),
+        (["a_b.cpp", "a-b.cpp"], (), "is taken"),
+        (["llama_server.cpp"], ("llama-server",), "is taken"),
+        (["rpc_server.cpp"], ("ggml-rpc-server",), "is taken"),
+        (["libfoo.so.cpp"], (), "not a usable program name"),
+        (["-x.cpp"], (), "not a usable program name"),
+    ],
+)
+def test_helper_sources_refuses_what_cannot_ship(tmp_path, names, targets, message):
+    paths = [helper(tmp_path, name) if name != "gone.cpp" else str(tmp_path / name) for name in names]
+    with pytest.raises(lb.BuildError, match=re.escape(message)):
+        lb.helper_sources(paths, targets)
 
 
 # -- archive member names and tree detection -------------------------------------------------------------

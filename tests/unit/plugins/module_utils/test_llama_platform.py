@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build as lb
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_platform as lp
 
 DEBIAN12 = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n'
@@ -115,6 +116,19 @@ def test_the_controller_key_is_stable_and_follows_what_the_binaries_depend_on():
         key(cpu="native"),
     }
     assert key() not in others and len(others) == 7
+
+
+def test_the_controller_key_without_helpers_is_the_key_from_before_helpers(tmp_path):
+    # As main computed it before helpers existed (f8a0a53): the controller's cached builds stay valid.
+    before = "b9e2c58c3a6b802bb46ff3865918f8531dcfd4cd9e68f9e08f9e889d50127a9b"
+    assert key() == before
+    assert key(helpers=[]) == before
+    source = tmp_path / "llamarpc_fnv1a.cpp"
+    source.write_text("int main() { return 0; }\n")
+    with_helper = key(helpers=lb.helper_sources([str(source)]))
+    assert with_helper != before
+    source.write_text("int main() { return 1; }\n")
+    assert key(helpers=lb.helper_sources([str(source)])) not in {before, with_helper}
 
 
 def test_cpu_flags_count_for_a_native_build_only():

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -340,3 +341,88 @@ def test_missing_rpc_server_is_a_clean_failure(tiny, tmp_path, capsys):
     assert result["failed"]
     assert "no RPC server" in result["msg"]
     assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == []
+
+
+FNV_SOURCE = Path(__file__).resolve().parents[4] / "roles" / "llama_rpc_worker" / "files" / "llamarpc_fnv1a.cpp"
+
+
+def module_stub():
+    """What compiler_argv uses of an AnsibleModule."""
+    return type("Stub", (), {"get_bin_path": staticmethod(shutil.which)})()
+
+
+@pytest.fixture
+def with_helper(tiny, tmp_path):
+    """The tiny build with the verifier's real helper source (a copy, so that a test may change it)."""
+    args, cache = tiny
+    source = tmp_path / "helpers" / "llamarpc_fnv1a.cpp"
+    source.parent.mkdir()
+    shutil.copyfile(FNV_SOURCE, source)
+    return dict(args, helpers=[str(source)]), cache, source
+
+
+@needs_toolchain
+def test_tiny_real_build_ships_a_helper_compiled_with_it(with_helper, tmp_path, capsys):
+    args, _cache, source = with_helper
+    plain_key = run(dict(args, helpers=[]), capsys, check_mode=True)["key"]
+    built = run(args, capsys)
+    assert built["changed"] is True, built.get("msg")
+    assert built["key"] != plain_key
+    manifest = built["manifest"]
+    assert manifest["helpers"] == [{"name": "llamarpc-fnv1a", "source": str(source), "sha256": sha256(source)}]
+    listed = {f["path"]: f for f in manifest["files"]}
+    assert listed["bin/llamarpc-fnv1a"]["mode"] == "0755"
+    assert listed["bin/llamarpc-fnv1a"]["sha256"] == sha256(os.path.join(built["bin_dir"], "llamarpc-fnv1a"))
+    assert "libstdc++.so.6" in manifest["needed"]["bin/llamarpc-fnv1a"]
+    # Compiled with the build's C++ compiler, into the build log, before the CMake build.
+    with open(args["log_file"], encoding="utf-8") as handle:
+        log = handle.read()
+    compile_line = next(line for line in log.splitlines() if line.startswith("$ ") and "llamarpc_fnv1a.cpp" in line)
+    assert " -O2 -Wall -o " in compile_line
+    assert compile_line.split()[1] == lbr.compiler_argv(module_stub(), [], "cxx")[0]
+    assert log.index(compile_line) < log.index("--build")
+    # Shipped in the archive, and it hashes as llama.cpp does from wherever the archive is unpacked.
+    node = tmp_path / "node"
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    shutil.unpack_archive(built["archive"], node, **safe)
+    proc = subprocess.run(
+        [str(node / "llamarpc-fnv1a"), "/dev/stdin"], input="foobar", capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.startswith("85944171f73967e8")
+    # A rerun is a hit; the same source is the same key, a changed one a new key.
+    assert run(args, capsys)["changed"] is False
+    source.write_text(source.read_text() + "// changed\n")
+    changed = run(args, capsys, check_mode=True)
+    assert changed["key"] not in {built["key"], plain_key}
+    assert changed["cache_state"] == "missing"
+
+
+@needs_toolchain
+def test_a_missing_helper_in_the_entry_makes_it_invalid(with_helper, capsys):
+    args, _cache, _source = with_helper
+    built = run(args, capsys)
+    os.unlink(os.path.join(built["bin_dir"], "llamarpc-fnv1a"))
+    again = run(args, capsys, check_mode=True)
+    assert again["cache_state"] == "invalid"
+    assert again["cache_reason"] == "bin/llamarpc-fnv1a: missing"
+
+
+@needs_toolchain
+def test_a_helper_that_does_not_compile_fails_the_build_with_the_log_tail(with_helper, capsys):
+    args, cache, source = with_helper
+    source.write_text("int main() { return 0 }\n")
+    result = run(dict(args, log_file=None), capsys)
+    assert result["failed"]
+    assert "Compile of helper llamarpc-fnv1a failed" in result["msg"]
+    assert "llamarpc_fnv1a.cpp" in result["log_tail"]
+    assert "error" in result["log_tail"]
+    assert "Traceback" not in result["msg"]
+    assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == []
+
+
+def test_a_missing_helper_source_is_a_clean_failure(tiny, tmp_path, capsys):
+    args, cache = tiny
+    result = run(dict(args, helpers=[str(tmp_path / "gone.cpp")]), capsys, check_mode=True)
+    assert result["failed"]
+    assert "helper source" in result["msg"] and "does not exist" in result["msg"]
+    assert not cache.exists()
