@@ -41,8 +41,8 @@ demo: setup
 # -e '{"llama_benchmark_configurations": ["single", "B-planned-cold", "B-planned-warm", "B-planned-seeded"]}' for those
 # alone). B-planned-seeded empties the planned workers' tensor caches, seeds them as the coordinator role does (a
 # shard a worker lacks comes from the controller's copy, served by nginx on the lab bridge, not through node1) and
-# loads; its ratios to the cold and warm loads and the bytes node1 sent are in the report. `make bench-down` removes
-# the lab.
+# loads; its ratios to the cold and warm loads and the bytes node1 sent are in the report, and so is the seed's case on
+# paper (tools/seed_paper.py --json). `make bench-down` removes the lab.
 BENCH_INVENTORY := inventories/bench/hosts.yml
 BENCH_MODEL ?= cache
 BENCH_VARS := benchmarks/cluster.yml $(if $(filter real,$(BENCH_MODEL)),benchmarks/real.yml)
@@ -55,7 +55,9 @@ else
 	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
 endif
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml $(BENCH_VARS:%=-e @%)
+	$(BIN)/python tools/seed_paper.py --json .cache/seed-paper.json
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml $(BENCH_VARS:%=-e @%) -e llama_benchmark_shared_bandwidth_nodes=1 \
+		-e llama_benchmark_paper=$(CURDIR)/.cache/seed-paper.json \
 		-e llama_benchmark_results_dir=$(CURDIR)/benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-$(BENCH_MODEL) \
 		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": [$(subst $(space),$(comma),$(BENCH_VARS:%="$(CURDIR)/%"))]}' $(BENCH_ARGS)
 

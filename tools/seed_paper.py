@@ -13,6 +13,7 @@ Regenerate the page after a change to the planner or the performance model (a un
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -168,8 +169,8 @@ def _gb(size):
     return f"{size / 1e9:.2f} GB"
 
 
-def build():
-    """The page, as text."""
+def case():
+    """The seed's model on paper and the planner's and performance model's figures for it."""
     with tempfile.TemporaryDirectory() as tmp:
         out = seed_gguf.write(tmp)
         model = gguf_header.read_model(out["files"][0]["path"])
@@ -179,17 +180,54 @@ def build():
     summary = planner.summarize(model)
     seed_plan = plan(summary, vms(6, 8))
     fewest = plan(summary, vms(6, 8), strategy="fewest")
+    runs = {
+        (label, mbit): figures(model, summary, result, shard_bytes, mbit, BASE)
+        for label, result in (("seed", seed_plan), ("fewest", fewest))
+        for mbit in LINKS_MBIT
+    }
+    return {"out": out, "model": model, "shard_bytes": shard_bytes, "summary": summary, "seed_plan": seed_plan,
+            "fewest": fewest, "runs": runs}  # fmt: skip
+
+
+def plan_label(label, fewest):
+    return "seed (all 6)" if label == "seed" else f"fewest ({len(fewest['workers'])})"
+
+
+def summary_json(c=None):
+    """The load times and tokens/s of the page's table, for the benchmark report (``make bench``): each plan and
+    link, and what the seed measured."""
+    c = c or case()
+    rows = [
+        {
+            "plan": plan_label(label, c["fewest"]),
+            "link_mbit": mbit,
+            "cold_s": run["cold"]["total"],
+            "seeded_s": run["seeded"],
+            "warm_s": run["warm"]["total"],
+            "tokens_per_second": run["tps"],
+        }
+        for (label, mbit), run in c["runs"].items()
+    ]
+    return {
+        "model": "Qwen2.5-32B-Instruct Q4_K_M",
+        "rows": rows,
+        "measured": {"load_minutes": MEASURED_LOAD_MIN, "tokens_per_second": MEASURED_TPS},
+        "assumptions": {"memory_bandwidth_gb_per_s": BASE["memory_bandwidth"] / 1e9, "rtt_ms": BASE["rtt"] * 1000},
+        "source": "docs/seed-on-paper.md (tools/seed_paper.py)",
+    }
+
+
+def build():
+    """The page, as text."""
+    c = case()
+    out, model, shard_bytes, summary = c["out"], c["model"], c["shard_bytes"], c["summary"]
+    seed_plan, fewest, runs = c["seed_plan"], c["fewest"], c["runs"]
     try:
         plan(summary, vms(5, 6), strategy="fewest")
         refusal = "(it fits)"
     except planner.PlanError as exc:
         refusal = str(exc)
     at4096 = plan(summary, vms(5, 6), strategy="fewest", ctx_size=4096)
-    runs = {
-        (label, mbit): figures(model, summary, result, shard_bytes, mbit, BASE)
-        for label, result in (("seed", seed_plan), ("fewest", fewest))
-        for mbit in LINKS_MBIT
-    }
     lines = [
         "# The seed at full scale, on paper",
         "",
@@ -253,7 +291,7 @@ def build():
         "|---|---|---|---|---|---|",
     ]
     for (label, mbit), run in runs.items():
-        name = "seed (all 6)" if label == "seed" else f"fewest ({len(fewest['workers'])})"
+        name = plan_label(label, fewest)
         lines.append(
             f"| {name} | {mbit:g} Mbit/s | {_min(run['cold']['total'])} | {_min(run['seeded'])} | "
             f"{_min(run['warm']['total'])} | {run['tps']:.2f} |"
@@ -317,7 +355,6 @@ def build():
     weighted = sum(row["weight_bytes"] for row in seed_plan["workers"])
     budget = 1 / MEASURED_TPS - speed["network_seconds"]
     need = speed["compute_seconds"] * BASE["memory_bandwidth"] / budget
-    need_bare = need / BASE["compute_factor"]
     lines += [
         "",
         "## What follows",
@@ -332,9 +369,10 @@ def build():
         "  the coordinator's shards on its own disk (or a faster path to them), not only seeded workers.",
         f"- Tokens/s is memory bandwidth: {_gb(weighted)} read per token, RPC "
         f"{speed['network_seconds'] / speed['seconds_per_token']:.0%} of a token at 100 Mbit/s. The seed's "
-        f"{MEASURED_TPS} tokens/s is what {need / 1e9:.1f} GB/s per node gives with the worker compute factor",
-        f"  ({need_bare / 1e9:.1f} GB/s without it): the factor was fitted on the lab's f16 test model and is the",
-        "  least certain figure here.",
+        f"{MEASURED_TPS} tokens/s is what {need / 1e9:.1f} GB/s per node gives with workers computing at the",
+        f"  in-process rate (compute factor {BASE['compute_factor']:.2f}, measured on the bench lab with",
+        "  llama-server's prompt cache off); the memory bandwidth of the seed's VMs was not recorded and is the least",
+        "  certain figure here.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -342,7 +380,11 @@ def build():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--json", help="write the load times and tokens/s as JSON here instead of the page")
     args = parser.parse_args(argv)
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary_json(), indent=1) + "\n", encoding="utf-8")
+        return
     Path(args.out).write_text(build(), encoding="utf-8")
 
 

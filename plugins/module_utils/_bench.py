@@ -392,9 +392,39 @@ def _fmt(value, digits=2):
     return str(value)
 
 
-def markdown_report(results, ratios, meta, links=(), rerun=None, models=None):
+def paper_lines(paper):
+    """The seed's case on paper (``tools/seed_paper.py --json``): predicted load times and tokens/s for each plan and
+    link, next to what the seed measured."""
+    measured = paper.get("measured") or {}
+    assumed = paper.get("assumptions") or {}
+    lines = [
+        "",
+        f"## The seed on paper: {paper.get('model', 'the seed model')} on six 8 GB nodes",
+        "",
+        "The collection's planner and performance model on the seed's own model (headers only), with this tree's "
+        f"code; from {paper.get('source', 'tools/seed_paper.py')}. Assumed: "
+        f"{_fmt(assumed.get('memory_bandwidth_gb_per_s'), 0)} GB/s of memory bandwidth per node, "
+        f"{_fmt(assumed.get('rtt_ms'), 1)} ms round trip.",
+        "",
+        "| plan | link | cold load | seeded load | warm load | generation tok/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in paper.get("rows") or ():
+        lines.append(
+            f"| {row['plan']} | {row['link_mbit']:g} Mbit/s | {row['cold_s'] / 60:.1f} min | "
+            f"{row['seeded_s'] / 60:.1f} min | {row['warm_s'] / 60:.1f} min | {row['tokens_per_second']:.2f} |"
+        )
+    lines.append(
+        f"| the seed, measured | - | {_fmt(measured.get('load_minutes'), 0)} min | - | - "
+        f"| {_fmt(measured.get('tokens_per_second'))} |"
+    )
+    return lines
+
+
+def markdown_report(results, ratios, meta, links=(), rerun=None, models=None, paper=None):
     """The results table (like the seed's), the ratios, the model's predictions and the link figures, as Markdown;
-    with ``models`` (the model's profile and a reference's), the two models' proportions side by side."""
+    with ``models`` (the model's profile and a reference's), the two models' proportions side by side; with ``paper``,
+    the seed's case on paper (``paper_lines``)."""
     lines = [f"# Benchmark {meta.get('title', '')}".rstrip(), ""]
     for key in sorted(meta):
         if key != "title":
@@ -452,6 +482,8 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None):
             lines += seeding_lines(r["name"], r["seeding"])
     if models:
         lines += comparison_lines(*models)
+    if paper:
+        lines += paper_lines(paper)
     if rerun:
         lines += rerun_lines(rerun)
     return "\n".join(lines) + "\n"

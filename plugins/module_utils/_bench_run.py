@@ -285,6 +285,7 @@ class Bench:
         paths = [os.path.join(p["results_dir"], n) for n in ("results.json", "report.md", "chart.png")]
         report = {"files": paths, "ratios": ratios, "results": results, "links": links, "rerun": rerun}
         report["models"] = models
+        report["paper"] = p["paper"] or None
         if self.module.check_mode:
             return {"changed": True, "report": report}
         return {"changed": True, "report": report, "markdown": self.write_report(report, paths)}
@@ -301,7 +302,13 @@ class Bench:
                 sort_keys=True,
             )
         markdown = markdown_report(
-            report["results"], report["ratios"], meta, report["links"], report["rerun"], report["models"]
+            report["results"],
+            report["ratios"],
+            meta,
+            report["links"],
+            report["rerun"],
+            report["models"],
+            report["paper"],
         )
         with open(paths[1], "w", encoding="utf-8") as handle:
             handle.write(markdown)

@@ -177,6 +177,14 @@ options:
         compares them with Qwen2.5-32B Q4_K_M.
     type: dict
     default: {}
+  paper:
+    description:
+      - The seed's case on paper (O(mode=report)) - what C(tools/seed_paper.py --json) writes - C(rows) (each
+        C(plan), C(link_mbit), C(cold_s), C(seeded_s), C(warm_s) and C(tokens_per_second)), C(measured)
+        (C(load_minutes), C(tokens_per_second)), C(assumptions) and C(source).
+      - The report gets a section with the predicted load times and tokens/s next to what the seed measured.
+    type: dict
+    default: {}
   endpoints:
     description:
       - RPC endpoint (C(host:port)) of each inventory host (O(mode=report)). A worker's link throughput for the
@@ -285,6 +293,9 @@ report:
       description: The model's proportions and the reference's (Qwen2.5-32B Q4_K_M), or null without O(model_profile).
       type: list
       elements: dict
+    paper:
+      description: O(paper) as given, or null without it.
+      type: dict
     rerun:
       description:
         - The no-op rerun (from O(rerun)) - C(seconds), C(changed), C(met), C(kinds), C(plays), C(roles), the slowest
@@ -327,6 +338,7 @@ def main():
             "rerun": {"type": "dict", "default": {}},
             "model_bytes": {"type": "int", "default": 0},
             "model_profile": {"type": "dict", "default": {}},
+            "paper": {"type": "dict", "default": {}},
             "endpoints": {"type": "dict", "default": {}},
             "calibration": {"type": "str", "default": "single"},
             "layers": {"type": "int", "default": 0},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,23 @@ def test_every_layer_and_the_output_are_placed_once(seed_case):
     embedding = next(t["bytes"] for t in model["tensors"] if t["name"] == "token_embd.weight")
     assert sum(p["bytes"] for p in per.values()) == sum(t["bytes"] for t in model["tensors"]) - embedding
     assert sum(p["offers"] for p in per.values()) == 64 * 5 + 1  # q, output, gate, up, down per layer; output.weight
+
+
+def test_the_json_summary_is_the_pages_table(tmp_path):
+    """make bench puts these figures into its report (tools/seed_paper.py --json): they must be the page's."""
+    out = tmp_path / "paper.json"
+    subprocess.run([sys.executable, str(Path(seed_paper.__file__)), "--json", str(out)], check=True)
+    paper = json.loads(out.read_text(encoding="utf-8"))
+    assert paper["measured"] == {"load_minutes": 48, "tokens_per_second": 0.52}
+    assert [(row["plan"], row["link_mbit"]) for row in paper["rows"]] == [
+        ("seed (all 6)", 100),
+        ("seed (all 6)", 1000),
+        ("fewest (5)", 100),
+        ("fewest (5)", 1000),
+    ]
+    page = seed_paper.OUT.read_text(encoding="utf-8")
+    for row in paper["rows"]:
+        cells = [seed_paper._min(row[key]) for key in ("cold_s", "seeded_s", "warm_s")]
+        line = f"| {row['plan']} | {row['link_mbit']:g} Mbit/s | {' | '.join(cells)} | {row['tokens_per_second']:.2f} |"
+        assert line in page
+    assert not (tmp_path / "page.md").exists()

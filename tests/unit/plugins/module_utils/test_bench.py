@@ -376,3 +376,28 @@ def test_repeated_rounds_pool_their_completions():
         merged, [{"name": "r", "metric": "generation_tps", "numerator": "B-fit-first", "denominator": "single"}]
     )
     assert ratio["value"] == pytest.approx(19.25 / 19.0)
+
+
+def test_the_report_puts_the_seed_on_paper_next_to_what_it_measured():
+    paper = {
+        "model": "Qwen2.5-32B-Instruct Q4_K_M",
+        "rows": [
+            {
+                "plan": "seed (all 6)",
+                "link_mbit": 100,
+                "cold_s": 2436.3,
+                "seeded_s": 1114.2,
+                "warm_s": 1074.0,
+                "tokens_per_second": 0.4953,
+            },
+        ],  # fmt: skip
+        "measured": {"load_minutes": 48, "tokens_per_second": 0.52},
+        "assumptions": {"memory_bandwidth_gb_per_s": 10.0, "rtt_ms": 1.0},
+        "source": "docs/seed-on-paper.md (tools/seed_paper.py)",
+    }
+    md = bench.markdown_report([], [], {"title": "t"}, paper=paper)
+    assert "## The seed on paper: Qwen2.5-32B-Instruct Q4_K_M on six 8 GB nodes" in md
+    assert "| seed (all 6) | 100 Mbit/s | 40.6 min | 18.6 min | 17.9 min | 0.50 |" in md
+    assert "| the seed, measured | - | 48 min | - | - | 0.52 |" in md
+    assert "10 GB/s of memory bandwidth per node, 1.0 ms round trip" in md
+    assert "seed on paper" not in bench.markdown_report([], [], {"title": "t"})

@@ -274,3 +274,25 @@ def test_documentation_parses_and_names_every_mode():
     doc = yaml.safe_load(mod.DOCUMENTATION)
     assert doc["options"]["mode"]["choices"] == ["run", "profile", "counters", "report"]
     assert "counters" in yaml.safe_load(mod.RETURN) and yaml.safe_load(mod.EXAMPLES)
+
+
+def test_report_carries_the_seed_on_paper(run_module, tmp_path):
+    """make bench passes tools/seed_paper.py's figures (option paper): into report.md and results.json."""
+    paper = {
+        "model": "Qwen2.5-32B-Instruct Q4_K_M",
+        "rows": [
+            {
+                "plan": "fewest (5)",
+                "link_mbit": 1000,
+                "cold_s": 340.0,
+                "seeded_s": 228.0,
+                "warm_s": 180.0,
+                "tokens_per_second": 0.51,
+            }
+        ],  # fmt: skip
+        "measured": {"load_minutes": 48, "tokens_per_second": 0.52},
+    }
+    out = run_module(mod, {"mode": "report", "results": RESULTS, "results_dir": str(tmp_path / "r"), "paper": paper})
+    assert not out.failed, out.result
+    assert "| fewest (5) | 1000 Mbit/s | 5.7 min | 3.8 min | 3.0 min | 0.51 |" in out.result["markdown"]
+    assert json.loads((tmp_path / "r" / "results.json").read_text())["paper"] == paper
