@@ -187,6 +187,18 @@ def output_row(verdicts, reference="single"):
 REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "seed_seconds", "seeded_total_seconds")
 
 
+def hold_between(before, after):
+    """What the delaying proxy held between two of its hold tallies (``--hold-file``): ``{chunks, mean_ms}``, the
+    mean one-way hold per chunk written; None without both tallies or with no chunk between them."""
+    if not before or not after:
+        return None
+    chunks = after["chunks"] - before["chunks"]
+    if chunks <= 0:
+        return None
+    held = after["held_seconds"] - before["held_seconds"]
+    return {"chunks": chunks, "mean_ms": 1000.0 * held / chunks, "asked_ms": 1000.0 * after["delay_s"]}
+
+
 def completion_summary(runs):
     """The completion figures of a configuration's ``summary`` from its greedy completions: the median prompt tok/s,
     and the generation tok/s with its spread, minimum and maximum."""
@@ -471,6 +483,19 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None, pa
                 f"| {link['name']} | {link.get('kind', '-')} | {link.get('from', '-')} -> {link.get('to', '-')} "
                 f"| {_fmt((link.get('bytes') or 0) / 1e6, 1)} | {_fmt(link.get('mb_per_s'))} |"
             )
+    held = [r for r in results if r.get("proxy_hold")]
+    if held:
+        lines += [
+            "",
+            "Delay emulation (the proxy's one-way hold per chunk during the completions; the predictions take twice "
+            "the mean as the round trip):",
+            "",
+            "| configuration | asked ms | held ms (mean) | chunks |",
+            "|---|---|---|---|",
+        ]
+        for r in held:
+            h = r["proxy_hold"]
+            lines.append(f"| {r['name']} | {_fmt(h.get('asked_ms'))} | {_fmt(h['mean_ms'])} | {h['chunks']} |")
     parallel = [r for r in results if r.get("parallel_runs")]
     if parallel:
         lines += ["", "| configuration | clients | aggregate tok/s |", "|---|---|---|"]

@@ -20,6 +20,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     bytes_between,
     completion,
     completion_summary,
+    hold_between,
     interface_bytes,
     markdown_report,
     merge_repeats,
@@ -124,7 +125,10 @@ def predictions(p, results, links):
     layers = p["layers"] or prof.get("n_layer") or 1
     for r in results:
         workers = r.get("rpc") or []
-        rtt = 2 * float(r.get("proxy_delay_ms") or 0) / 1000.0 + float(r.get("link_rtt") or 0)
+        # The emulated round trip: twice what the proxy really held each chunk while the completions ran (its timer
+        # may wake late on a busy machine), else twice the delay asked.
+        one_way_ms = (r.get("proxy_hold") or {}).get("mean_ms") or r.get("proxy_delay_ms") or 0
+        rtt = 2 * float(one_way_ms) / 1000.0 + float(r.get("link_rtt") or 0)
         if workers:
             share = read_bytes / len(workers)
             nodes = [{"name": w, "bytes": share, "bandwidth": bandwidth, "rtt": rtt} for w in workers]
@@ -203,11 +207,24 @@ class Bench:
             port = self.params["proxy_base_port"] + i
             routes.append(f"{port}={target}")
             local.append(f"127.0.0.1:{port}")
-        self.start_unit(
-            PROXY_UNIT, ["/usr/bin/python3", script, "--delay-ms", str(self.params["proxy_delay_ms"])] + routes
-        )
+        argv = ["/usr/bin/python3", script, "--delay-ms", str(self.params["proxy_delay_ms"])]
+        self.start_unit(PROXY_UNIT, argv + ["--hold-file", self.hold_path()] + routes)
         time.sleep(1.0)
         return local
+
+    def hold_path(self):
+        return os.path.join(self.params["state_dir"], "proxy-hold.json")
+
+    def read_hold(self):
+        """The proxy's hold tally once it has written what crossed it so far (None without a proxy)."""
+        if self.params["proxy_delay_ms"] <= 0 or not self.params["rpc"]:
+            return None
+        time.sleep(2 * _delay_proxy.HOLD_FILE_SECONDS)
+        try:
+            with open(self.hold_path(), encoding="ascii") as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return None
 
     def load(self, base, argv):
         """Start llama-server and wait for its model load: the seconds it took."""
@@ -237,7 +254,9 @@ class Bench:
             before = network_counters()
             result["load_seconds"] = self.load(base, argv)
             result["load_network"] = bytes_between(before, network_counters())
+            held = self.read_hold()
             measure(base, p, result)
+            result["proxy_hold"] = hold_between(held, self.read_hold())
             result["server_peak_rss_bytes"] = self.peak_rss()
         except RuntimeError as exc:
             self.module.fail_json(msg=f"{p['name']}: {exc}", result=result)

@@ -17,6 +17,11 @@ Run as a script (the benchmark module writes this file to the host and starts it
 what crossed the link, and knows every connection has ended when each ``open`` has its ``closed``. N counts the
 connections of one listener (two routes both have an ``open 1``).
 
+``--hold-file PATH`` keeps, every half second, ``{"delay_s", "chunks", "held_seconds"}`` in PATH: the chunks written
+so far in both directions of every connection and the seconds they were held in all. The delay asked is a floor; a
+timer that fires late, or a busy machine, holds a chunk longer, and the emulated round trip is twice the mean hold
+(the benchmark's performance model takes it from there).
+
 ``--rpc-stats`` (implies ``--report``) also reads each connection as ggml RPC (``_rpc_wire``: requests and bytes per
 command each way, and the worker side's wait for each reply) and prints machine-readable lines, each a word and one
 JSON object:
@@ -42,6 +47,7 @@ import collections
 import contextlib
 import itertools
 import json
+import os
 import signal
 import socket
 import sys
@@ -53,6 +59,8 @@ except ImportError:  # run as a script beside its copies (the benchmark writes t
     import _rpc_wire  # type: ignore[no-redef]
 
 CHUNK = 1 << 16
+#: How often ``--hold-file`` is rewritten.
+HOLD_FILE_SECONDS = 0.5
 
 
 def parse_route(text):
@@ -65,12 +73,27 @@ def parse_route(text):
         raise ValueError(f"invalid route {text!r}: use LISTEN_PORT=HOST:PORT") from exc
 
 
-class DelayLine:
-    """FIFO of (due time, data): what a pump has read and may write once due."""
+class HoldTally:
+    """What the delay lines really held: chunks written and the seconds each was held in all (asked: ``delay``; more
+    when the proxy's timer or a busy machine wakes it late). The emulated round trip is twice the mean hold."""
 
     def __init__(self, delay):
         self.delay = float(delay)
+        self.chunks = 0
+        self.held_seconds = 0.0
+
+    def as_dict(self):
+        return {"delay_s": self.delay, "chunks": self.chunks, "held_seconds": self.held_seconds}
+
+
+class DelayLine:
+    """FIFO of (due time, data): what a pump has read and may write once due; ``tally`` (a HoldTally) counts how long
+    each chunk was really held."""
+
+    def __init__(self, delay, tally=None):
+        self.delay = float(delay)
         self.items = collections.deque()
+        self.tally = tally
 
     def push(self, data, now):
         self.items.append((now + self.delay, data))
@@ -79,9 +102,21 @@ class DelayLine:
         """Every chunk due at ``now``, joined, and the wait until the next one (None if empty)."""
         out = []
         while self.items and self.items[0][0] <= now:
-            out.append(self.items.popleft()[1])
+            due, data = self.items.popleft()
+            out.append(data)
+            if self.tally is not None:
+                self.tally.chunks += 1
+                self.tally.held_seconds += now - due + self.delay
         wait = None if not self.items else max(0.0, self.items[0][0] - now)
         return b"".join(out), wait
+
+
+def write_hold_file(path, tally):
+    """The tally as JSON in ``path``, replaced at once (a reader never sees half a file)."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="ascii") as handle:
+        json.dump(tally.as_dict(), handle)
+    os.replace(temporary, path)
 
 
 def _observe(observer, data, now):
@@ -90,13 +125,13 @@ def _observe(observer, data, now):
         observer(data, now)
 
 
-async def _pump(reader, writer, delay, on_read=None, on_write=None):
+async def _pump(reader, writer, delay, on_read=None, on_write=None, tally=None):
     """Copy ``reader`` to ``writer`` ``delay`` seconds late until EOF; returns the bytes written. ``on_read`` and
     ``on_write`` (``(data, monotonic time)``) see each chunk as it is read and as it is written, with the time of
     that moment, but run after it (``call_soon``: first-in first-out, after the write the chunk's arrival woke), so
     that they never hold a chunk back."""
     loop = asyncio.get_running_loop()
-    line = DelayLine(delay)
+    line = DelayLine(delay, tally)
     sent = 0
     event = asyncio.Event()
     eof = False
@@ -177,7 +212,7 @@ class RpcStats:
         return "rpc-snapshot " + json.dumps({"seq": self.seq, "connections": records}, sort_keys=True)
 
 
-async def _serve(route, listen_host, delay, report=False, ready=None, stats=None):
+async def _serve(route, listen_host, delay, report=False, ready=None, stats=None, tally=None):
     port, host, target_port = route
     numbers = itertools.count(1)
 
@@ -204,8 +239,8 @@ async def _serve(route, listen_host, delay, report=False, ready=None, stats=None
         if entry is not None:
             to_worker, from_worker = entry["meter"].to_worker, entry["meter"].from_worker
         up, down = await asyncio.gather(
-            _pump(client_reader, upstream_writer, delay, on_write=to_worker),
-            _pump(upstream_reader, client_writer, delay, on_read=from_worker),
+            _pump(client_reader, upstream_writer, delay, on_write=to_worker, tally=tally),
+            _pump(upstream_reader, client_writer, delay, on_read=from_worker, tally=tally),
             return_exceptions=True,
         )
         if report:
@@ -221,11 +256,19 @@ async def _serve(route, listen_host, delay, report=False, ready=None, stats=None
         await server.serve_forever()
 
 
-async def _main(routes, listen_host, delay, report=False, rpc_stats=False):
+async def _keep_hold_file(path, tally, every=HOLD_FILE_SECONDS):
+    while True:
+        write_hold_file(path, tally)
+        await asyncio.sleep(every)
+
+
+async def _main(routes, listen_host, delay, report=False, rpc_stats=False, hold_file=None):
     ready = asyncio.Semaphore(0)
     stats = RpcStats() if rpc_stats else None
     if stats is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, lambda: _say(stats.snapshot_line()))
+    tally = HoldTally(delay)
+    background = [_keep_hold_file(hold_file, tally)] if hold_file else []
 
     async def announce():
         for _route in routes:
@@ -233,7 +276,9 @@ async def _main(routes, listen_host, delay, report=False, rpc_stats=False):
         if report:
             _say("listening")
 
-    await asyncio.gather(announce(), *(_serve(r, listen_host, delay, report, ready, stats) for r in routes))
+    await asyncio.gather(
+        announce(), *background, *(_serve(r, listen_host, delay, report, ready, stats, tally) for r in routes)
+    )
 
 
 def main(argv=None):
@@ -246,11 +291,16 @@ def main(argv=None):
         action="store_true",
         help="count ggml RPC requests per command (rpc lines at close, rpc-snapshot on SIGUSR1); implies --report",
     )
+    parser.add_argument(
+        "--hold-file",
+        help=f"keep the chunks written and the seconds they were held in all in this JSON file (every "
+        f"{HOLD_FILE_SECONDS:g} s)",
+    )
     parser.add_argument("routes", nargs="+", help="LISTEN_PORT=HOST:PORT")
     args = parser.parse_args(argv)
     routes = [parse_route(r) for r in args.routes]
     report = args.report or args.rpc_stats
-    asyncio.run(_main(routes, args.listen, args.delay_ms / 1000.0, report, args.rpc_stats))
+    asyncio.run(_main(routes, args.listen, args.delay_ms / 1000.0, report, args.rpc_stats, args.hold_file))
 
 
 if __name__ == "__main__":

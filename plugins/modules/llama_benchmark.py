@@ -16,7 +16,8 @@ description:
     It counts the bytes this host's links (every interface but loopback, C(/proc/net/dev)) sent and received during
     the load.
   - With O(proxy_delay_ms) above 0, every RPC worker is reached through a userspace delaying TCP proxy (a second
-    transient unit on the same host) that adds twice that delay to each round trip (netem is not in every kernel).
+    transient unit on the same host) that adds twice that delay to each round trip (netem is not in every kernel),
+    and RV(result.proxy_hold) says what it really held each chunk while the completions ran.
   - With O(mode=profile) (where the model is) reads the GGUF header of O(model) and returns its proportions (token
     embedding, tensors at or under the RPC tensor cache's 10 MiB threshold, weights read per token, logits per token).
   - With O(mode=counters) returns the bytes this host's links have received and sent so far (as O(mode=run) counts
@@ -256,6 +257,12 @@ result:
     runs: {description: Every completion's timings., type: list, elements: dict}
     parallel_runs: {description: Aggregate tokens/s with several clients., type: list, elements: dict}
     server_peak_rss_bytes: {description: Peak resident memory of llama-server., type: int}
+    proxy_hold:
+      description:
+        - With O(proxy_delay_ms) - what the proxy really held each chunk while the completions ran, C(chunks),
+          C(mean_ms) (one way) and C(asked_ms); the report's predictions take twice C(mean_ms) as the round trip.
+        - Null without the proxy.
+      type: dict
     summary:
       description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread) and the bytes
         sent during the load (load_sent_bytes).

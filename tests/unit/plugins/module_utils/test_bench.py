@@ -401,3 +401,11 @@ def test_the_report_puts_the_seed_on_paper_next_to_what_it_measured():
     assert "| the seed, measured | - | 48 min | - | - | 0.52 |" in md
     assert "10 GB/s of memory bandwidth per node, 1.0 ms round trip" in md
     assert "seed on paper" not in bench.markdown_report([], [], {"title": "t"})
+
+
+def test_hold_between_two_tallies_of_the_proxy():
+    before = {"delay_s": 0.008, "chunks": 100, "held_seconds": 0.9}
+    after = {"delay_s": 0.008, "chunks": 300, "held_seconds": 2.9}
+    assert bench.hold_between(before, after) == {"chunks": 200, "mean_ms": pytest.approx(10.0), "asked_ms": 8.0}
+    assert bench.hold_between(None, after) is None
+    assert bench.hold_between(after, after) is None

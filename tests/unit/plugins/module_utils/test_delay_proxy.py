@@ -304,3 +304,44 @@ def test_the_benchmark_writes_a_proxy_that_runs_on_its_own(tmp_path):
             assert len(conn.recv(65536)) > 0
         record = _rpc_line(proc, "rpc")
         assert record["commands"]["HELLO"]["requests"] == 1
+
+
+def test_delay_line_tallies_how_long_each_chunk_was_really_held():
+    """A chunk written late (the proxy woken late) counts as held longer than the delay asked: the round trip the
+    benchmark's performance model takes is twice the mean hold, not twice the delay."""
+    tally = dp.HoldTally(0.5)
+    line = dp.DelayLine(0.5, tally)
+    line.push(b"a", 10.0)
+    line.push(b"b", 10.1)
+    assert line.pop_due(10.4) == (b"", pytest.approx(0.1))
+    assert (tally.chunks, tally.held_seconds) == (0, 0)
+    assert line.pop_due(10.8) == (b"ab", None)  # both written at 10.8: held 0.8 and 0.7
+    assert tally.chunks == 2
+    assert tally.held_seconds == pytest.approx(1.5)
+    assert tally.as_dict() == {"delay_s": 0.5, "chunks": 2, "held_seconds": pytest.approx(1.5)}
+
+
+def test_the_hold_file_counts_what_crossed_the_proxy(tmp_path):
+    """--hold-file: after an echo through the proxy (one chunk each way), the file counts both chunks, each held at
+    least the delay asked. Waits for the file's content (an event), with no clock in the assertion."""
+    echo = _echo_server()
+    port = _free_port()
+    hold = tmp_path / "hold.json"
+    proc = subprocess.Popen(
+        [sys.executable, dp.__file__, "--delay-ms", "30", "--hold-file", str(hold), f"{port}=127.0.0.1:{echo}"]
+    )
+    try:
+        _wait_listening(proc, port)
+        _round_trips([port], rounds=1)
+        deadline = time.monotonic() + 600
+        while True:
+            tally = json.loads(hold.read_text()) if hold.exists() else {"chunks": 0}
+            if tally["chunks"] >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(5)
+    assert tally["chunks"] == 2 and tally["delay_s"] == 0.03
+    assert tally["held_seconds"] >= 2 * 0.03
+    assert not (tmp_path / "hold.json.tmp").exists()

@@ -296,3 +296,25 @@ def test_report_carries_the_seed_on_paper(run_module, tmp_path):
     assert not out.failed, out.result
     assert "| fewest (5) | 1000 Mbit/s | 5.7 min | 3.8 min | 3.0 min | 0.51 |" in out.result["markdown"]
     assert json.loads((tmp_path / "r" / "results.json").read_text())["paper"] == paper
+
+
+def test_predictions_take_the_round_trip_the_proxy_really_held(run_module, tmp_path):
+    """Asked 5 ms one way, the proxy held each chunk 7 ms on average (woken late): the model's round trip is 14 ms,
+    and the report says both."""
+    held = dict(RESULTS[1], name="held", proxy_hold={"chunks": 400, "mean_ms": 7.0, "asked_ms": 5.0})
+    out = run_module(
+        mod,
+        {"mode": "report", "results": [RESULTS[0], RESULTS[1], held], "results_dir": str(tmp_path / "r"),
+         "model_bytes": 1000},
+    )  # fmt: skip
+    assert not out.failed, out.result
+    by_name = {r["name"]: r["summary"] for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"]}
+    # Calibrated on single: 0.1 s per token; two workers, each one round trip (and its call) per token.
+    assert by_name["layer"]["predicted_tps"] == pytest.approx(
+        1 / (0.1 * RPC_COMPUTE_FACTOR + 2 * (0.010 + RPC_CALL_SECONDS))
+    )
+    assert by_name["held"]["predicted_tps"] == pytest.approx(
+        1 / (0.1 * RPC_COMPUTE_FACTOR + 2 * (0.014 + RPC_CALL_SECONDS))
+    )
+    assert "| held | 5.00 | 7.00 | 400 |" in out.result["markdown"]
+    assert "| layer | 5.00 |" not in out.result["markdown"]
