@@ -11,7 +11,6 @@ HTTP server, through the ``AnsibleModule`` it is given (``run_command``, ``get_b
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._apt_repo import 
     sources_entry,
     validate_packages,
 )
+from ansible_collections.llamarpc.cluster.plugins.module_utils._cache_lock import exclusive
 from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import find_mirror
 
 MARKER = "repo.json"
@@ -238,10 +238,8 @@ def run_module(module):
     if not os.path.isfile(marker):
         if module.check_mode:
             return {"changed": True, "debs": 0, **result}
-        os.makedirs(p["cache_dir"], exist_ok=True)
         # Labs booted at the same time share the download cache: one builds, the others wait and reuse it.
-        with open(os.path.join(p["cache_dir"], "apt-repo.lock"), "w", encoding="ascii") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with exclusive(p["cache_dir"], "apt-repo.lock"):
             if not os.path.isfile(marker):
                 changed = True
                 started = time.monotonic()

@@ -10,7 +10,6 @@ The pure parts (cache key, manifest, parsers, flags) are in ``_llama_build``; th
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import json
 import os
@@ -24,6 +23,7 @@ import time
 import zipfile
 from datetime import UTC, datetime
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._cache_lock import exclusive
 from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build import (
     CACHE_FORMAT,
     HELPER_CXX_FLAGS,
@@ -415,9 +415,7 @@ def cache_state(entry, key):
 
 def build_locked(module, p, ctx, result):
     """Build the entry under its lock, unless another run built it while this one waited; return ``result``."""
-    os.makedirs(p["cache_dir"], mode=0o755, exist_ok=True)
-    with open(os.path.join(p["cache_dir"], f".{ctx['key']}.lock"), "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(p["cache_dir"], f".{ctx['key']}.lock"):
         state_now, _reason, manifest = cache_state(ctx["entry"], ctx["key"])
         if state_now == "hit" and not p["force"]:
             result.update(changed=ensure_archive(ctx["entry"]), cache_state="hit", cache_reason="")

@@ -88,7 +88,6 @@ build_seconds:
   sample: 181.4
 """
 
-import fcntl
 import glob
 import json
 import os
@@ -98,6 +97,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils._cache_lock import exclusive
 from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import find_mirror, image_key
 
 MARKER = "image.json"
@@ -196,9 +196,8 @@ def main():
     if module.check_mode:
         module.exit_json(changed=True, **result)
 
-    os.makedirs(p["cache_dir"], exist_ok=True)
-    with open(os.path.join(p["cache_dir"], f".{p['suite']}-{key}.lock"), "w", encoding="ascii") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another lab building this image: wait, then use what it built
+    # Another lab building this image: wait, then use what it built.
+    with exclusive(p["cache_dir"], f".{p['suite']}-{key}.lock"):
         if built(top, rootfs):
             module.exit_json(changed=False, **result)
         result["build_seconds"] = build(module, p, top, key)
