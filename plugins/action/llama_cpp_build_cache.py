@@ -61,6 +61,7 @@ class ActionModule(ActionBase):
             argument_spec=ARGUMENT_SPEC, required_if=[("state", "store", ("build", "build_host", "archive"))]
         )
         try:
+            helpers = helper_sources(args["helpers"], args["targets"])
             key = lp.controller_key(
                 args["checksum"],
                 subdir=args["subdir"],
@@ -68,12 +69,14 @@ class ActionModule(ActionBase):
                 cpu=args["cpu"],
                 targets=args["targets"],
                 platform=args["platform"],
-                helpers=helper_sources(args["helpers"], args["targets"]),
+                helpers=helpers,
             )
         except BuildError as exc:
             raise AnsibleActionFail(str(exc)) from exc
         entry = os.path.join(args["cache_dir"], key)
-        result.update(changed=False, controller_key=key, entry_dir=entry, hit=False, reason="")
+        # The programs the helpers become (the build module's own naming): an entry of this key ships them.
+        names = [helper["name"] for helper in helpers]
+        result.update(changed=False, controller_key=key, entry_dir=entry, hit=False, reason="", helpers=names)
         record = lp.load_record(entry)
         problem = lp.record_problem(entry, record, key) if record is not None else "no entry"
         if args["state"] == "lookup" or self._task.check_mode:

@@ -104,6 +104,13 @@ controller_key:
   returned: always
   type: str
   sample: 4b6e0c6c1d0f4f1e9a0e2e8f5d7c3b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c
+helpers:
+  description: The programs O(helpers) become in the build's C(bin/) (each source's file name without its suffix,
+    C(_) as C(-)), hit or not.
+  returned: always
+  type: list
+  elements: str
+  sample: [llamarpc-fnv1a]
 hit:
   description: Whether a complete entry is there (after O(state=store), true).
   returned: always

@@ -124,5 +124,7 @@ def test_a_cached_build_without_the_helper_is_not_a_hit_for_a_request_with_it(tm
     source.write_text("int main() { return 0; }\n")
     with_helper = run(cache_action, cache_args(tmp_path, helpers=[str(source)]), {})
     assert with_helper["hit"] is False and with_helper["controller_key"] != plain["controller_key"]
+    # The program names the role installs from (llama_cpp_helper_names), named by the build's own rule, hit or not.
+    assert (plain["helpers"], with_helper["helpers"]) == ([], ["llamarpc-fnv1a"])
     with pytest.raises(AnsibleActionFail, match="does not exist"):
         run(cache_action, cache_args(tmp_path, helpers=[str(tmp_path / "gone.cpp")]), {})
