@@ -93,6 +93,27 @@ def completion(base_url, prompt_tokens, predict_tokens, timeout=600.0):
     }
 
 
+def alternated_runs(bases, prompts, predicts, repeats, pair_id="", complete=completion):
+    """Every (prompt, output) pair ``repeats`` times on each of ``bases``, llama-servers loaded side by side: one
+    request to each in turn, the order rotating from one request to the next (A B, then B A), so that whatever a
+    shared machine does meanwhile falls on all of them alike. Returns one list of runs per base. With more than one
+    base, the runs made back to back carry the same ``pair`` key (``<pair_id>/<index>``), for ``paired_ratio``."""
+    runs = [[] for _base in bases]
+    index = 0
+    for prompt in prompts:
+        for predict_n in predicts:
+            for rep in range(int(repeats)):
+                turn = index % len(bases)
+                for i in list(range(turn, len(bases))) + list(range(turn)):
+                    run = complete(bases[i], prompt, predict_n)
+                    run.update(prompt_tokens=prompt, predict_tokens=predict_n, repeat=rep)
+                    if len(bases) > 1:
+                        run["pair"] = f"{pair_id}/{index}"
+                    runs[i].append(run)
+                index += 1
+    return runs
+
+
 def parallel_completions(base_url, clients, prompt_tokens, predict_tokens, timeout=600.0):
     """``clients`` completions at once: aggregate generated tokens per wall-clock second."""
     results, errors = [], []
@@ -241,12 +262,32 @@ def merge_repeats(results):
     return merged
 
 
+#: The per-completion figure behind a summary's completion metric (``completion_summary``).
+RUN_FIGURES = {"generation_tps": "predicted_per_second", "prompt_tps": "prompt_per_second"}
+
+
+def paired_ratio(numerator_runs, denominator_runs, figure="predicted_per_second"):
+    """The median, over completions made back to back on two servers loaded side by side (the same ``pair`` key,
+    ``alternated_runs``), of the numerator's ``figure`` over the denominator's, and the number of pairs: a ratio
+    that drift on a shared machine cannot move, since both halves of a pair meet the same moment. (None, 0) without
+    pairs."""
+    den = {r["pair"]: r.get(figure) for r in denominator_runs or () if r.get("pair")}
+    ratios = [
+        r[figure] / den[r["pair"]]
+        for r in numerator_runs or ()
+        if r.get("pair") in den and r.get(figure) and den[r["pair"]]
+    ]
+    return summarize(ratios)["median"], len(ratios)
+
+
 def ratio_rows(results, ratios):
     """Ratios between configurations: each ``{name, metric, numerator, denominator, target, compare}``.
 
     ``metric`` is a key of a configuration's ``summary`` (e.g. ``generation_tps``, ``load_seconds``).
     ``compare`` is ``ge`` or ``le`` against ``target`` (optional). Instead of a ``denominator`` configuration a spec
-    may give a fixed ``denominator_value`` (the model's bytes, say).
+    may give a fixed ``denominator_value`` (the model's bytes, say). With ``paired`` true, and a completion metric
+    (``RUN_FIGURES``), the value is the median of the paired completions' ratios (``paired_ratio``), with their
+    number in ``pairs``; without pairs, the ratio of the medians, with ``pairs`` 0.
     """
     by_name = {r["name"]: r for r in results}
     rows = []
@@ -261,11 +302,20 @@ def ratio_rows(results, ratios):
                 .get(spec.get("denominator_metric", spec["metric"]))
             )
         value = num / den if num is not None and den else None
+        extra = {}
+        if spec.get("paired") and spec["metric"] in RUN_FIGURES:
+            paired, pairs = paired_ratio(
+                by_name.get(spec["numerator"], {}).get("runs"),
+                by_name.get(spec.get("denominator"), {}).get("runs"),
+                RUN_FIGURES[spec["metric"]],
+            )
+            extra["pairs"] = pairs
+            value = paired if pairs else value
         target = spec.get("target")
         met = None
         if value is not None and target is not None:
             met = value >= target if spec.get("compare", "ge") == "ge" else value <= target
-        rows.append({**spec, "numerator_value": num, "denominator_value": den, "value": value, "met": met})
+        rows.append({**spec, **extra, "numerator_value": num, "denominator_value": den, "value": value, "met": met})
     return rows
 
 
@@ -475,7 +525,10 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None, pa
             sign = ">=" if row.get("compare", "ge") == "ge" else "<="
             shown = f"{sign} {_fmt(target)}" if target is not None else "-"
             met = "-" if row["met"] is None else ("yes" if row["met"] else "NO")
-            lines.append(f"| {row['name']} | {_fmt(row['value'], 3)} | {shown} | {met} |")
+            how = ""
+            if "pairs" in row:
+                how = f" (median of {row['pairs']} paired completions)" if row["pairs"] else " (ratio of the medians)"
+            lines.append(f"| {row['name']}{how} | {_fmt(row['value'], 3)} | {shown} | {met} |")
     if links:
         lines += ["", "| link | kind | from -> to | MB | MB/s |", "|---|---|---|---|---|"]
         for link in links:

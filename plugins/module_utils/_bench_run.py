@@ -17,6 +17,7 @@ import time
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _rpc_protocol, _rpc_wire
 from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
+    alternated_runs,
     bytes_between,
     completion,
     completion_summary,
@@ -39,6 +40,8 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model impor
 from ansible_collections.llamarpc.cluster.plugins.module_utils._systemd import Systemctl
 
 SERVER_UNIT = "llamarpc-bench-server"
+#: The second llama-server of a paired run (option ``pair``), on the next port.
+PAIR_UNIT = "llamarpc-bench-server-pair"
 PROXY_UNIT = "llamarpc-bench-proxy"
 NET_DEV = "/proc/net/dev"
 
@@ -77,23 +80,28 @@ def write_proxy(directory):
     return os.path.join(directory, "delay_proxy.py")
 
 
-def measure(base, p, result):
-    """Warm-up, then every (prompt, output) pair ``repeats`` times and, with slots, several clients at once."""
-    completion(base, 8, 4)  # warm-up (first-token allocations)
-    runs = []
-    for prompt in p["prompt_tokens"]:
-        for predict_n in p["predict_tokens"]:
-            for rep in range(p["repeats"]):
-                run = completion(base, prompt, predict_n)
-                run.update(prompt_tokens=prompt, predict_tokens=predict_n, repeat=rep)
-                runs.append(run)
-    result["runs"] = runs
-    result["parallel_runs"] = []
+def measure(bases, p, results, pair_id=""):
+    """A warm-up on each server, then every (prompt, output) pair ``repeats`` times, alternating request by request
+    between the servers when there are two (``alternated_runs``), and, with slots, several clients at once on the
+    first."""
+    for base in bases:
+        completion(base, 8, 4)  # warm-up (first-token allocations)
+    runs = alternated_runs(bases, p["prompt_tokens"], p["predict_tokens"], p["repeats"], pair_id)
+    for result, own in zip(results, runs, strict=True):
+        result["runs"] = own
+        result["parallel_runs"] = []
     if p["parallel"] > 1:
         for clients in sorted({1, p["parallel"]}):
-            result["parallel_runs"].append(
-                parallel_completions(base, clients, min(p["prompt_tokens"]), max(p["predict_tokens"]))
+            results[0]["parallel_runs"].append(
+                parallel_completions(bases[0], clients, min(p["prompt_tokens"]), max(p["predict_tokens"]))
             )
+
+
+def new_result(p):
+    """A configuration's result before its load: name, workers, split and settings."""
+    result = {"name": p["name"], "rpc": list(p["rpc"]), "split_mode": p["split_mode"] if p["rpc"] else "none"}
+    result.update(threads=p["threads"], parallel=p["parallel"], proxy_delay_ms=p["proxy_delay_ms"])
+    return result
 
 
 def run_summary(result):
@@ -174,7 +182,7 @@ class Bench:
         self.systemctl = None  # only mode=run needs systemd
 
     def stop_units(self):
-        for unit in (SERVER_UNIT, PROXY_UNIT):
+        for unit in (SERVER_UNIT, PAIR_UNIT, PROXY_UNIT):
             self.systemctl.run("stop", unit)
             self.systemctl.run("reset-failed", unit)
 
@@ -183,11 +191,11 @@ class Bench:
         if rc != 0:
             self.module.fail_json(msg=f"systemd-run {unit} failed: {err or out}", argv=argv)
 
-    def alive(self):
-        return self.systemctl.run("is-active", "--quiet", SERVER_UNIT)[0] == 0
+    def alive(self, unit=SERVER_UNIT):
+        return self.systemctl.run("is-active", "--quiet", unit)[0] == 0
 
-    def peak_rss(self):
-        _rc, out, _err = self.systemctl.run("show", "-p", "MainPID", "--value", SERVER_UNIT)
+    def peak_rss(self, unit=SERVER_UNIT):
+        _rc, out, _err = self.systemctl.run("show", "-p", "MainPID", "--value", unit)
         try:
             with open(f"/proc/{int(out.strip())}/status", encoding="ascii") as handle:
                 for line in handle:
@@ -226,44 +234,66 @@ class Bench:
         except (OSError, ValueError):
             return None
 
-    def load(self, base, argv):
-        """Start llama-server and wait for its model load: the seconds it took."""
+    def load(self, base, argv, unit=SERVER_UNIT, name=None):
+        """Start llama-server as ``unit`` and wait for its model load: the seconds it took."""
         p = self.params
-        self.start_unit(SERVER_UNIT, argv)
+        self.start_unit(unit, argv)
         try:
-            return wait_healthy(base, p["load_timeout"], self.alive)
+            return wait_healthy(base, p["load_timeout"], lambda: self.alive(unit))
         except (TimeoutError, RuntimeError) as exc:
-            _rc, log, _err = self.module.run_command(["journalctl", "-u", SERVER_UNIT, "-n", "30", "--no-pager"])
-            self.module.fail_json(msg=f"{p['name']}: {exc}", log=log, argv=argv)
+            _rc, log, _err = self.module.run_command(["journalctl", "-u", unit, "-n", "30", "--no-pager"])
+            self.module.fail_json(msg=f"{name or p['name']}: {exc}", log=log, argv=argv)
+
+    def pair_params(self):
+        """The second server's parameters (option ``pair``): this configuration's, with the pair's name, workers,
+        split and the next port; None without a pair. It is never proxied, and shares no worker with the first (a
+        ggml-rpc-server serves one client at a time)."""
+        p, pair = self.params, self.params["pair"]
+        if not pair:
+            return None
+        shared = set(pair["rpc"]) & set(p["rpc"])
+        if shared:
+            self.module.fail_json(msg=f"{p['name']} and its pair {pair['name']} share workers {sorted(shared)}")
+        if p["parallel"] > 1:
+            self.module.fail_json(msg=f"{p['name']}: a pair runs one client at a time (parallel 1)")
+        return {**p, **pair, "port": p["port"] + 1, "proxy_delay_ms": 0}
 
     def run(self):
         p = self.params
         for key in ("server_bin", "model"):
             if not p[key]:
                 self.module.fail_json(msg=f"mode=run needs {key}")
+        pair = self.pair_params()
         if self.module.check_mode:
             return {"changed": True, "result": {"name": p["name"]}}
         self.systemctl = Systemctl(self.module, required=True)
         self.stop_units()
-        base = f"http://127.0.0.1:{p['port']}"
-        result = {"name": p["name"], "rpc": list(p["rpc"]), "split_mode": p["split_mode"] if p["rpc"] else "none"}
-        result.update(threads=p["threads"], parallel=p["parallel"], proxy_delay_ms=p["proxy_delay_ms"])
+        servers = [(p, SERVER_UNIT)] + ([(pair, PAIR_UNIT)] if pair else [])
+        results = [new_result(q) for q, _unit in servers]
+        bases = [f"http://127.0.0.1:{q['port']}" for q, _unit in servers]
         try:
-            argv = server_argv(p, self.proxied())
-            result["argv"] = argv
-            before = network_counters()
-            result["load_seconds"] = self.load(base, argv)
-            result["load_network"] = bytes_between(before, network_counters())
+            for (q, unit), result, base in zip(servers, results, bases, strict=True):
+                argv = server_argv(q, self.proxied() if unit == SERVER_UNIT else list(q["rpc"]))
+                result["argv"] = argv
+                before = network_counters()
+                result["load_seconds"] = self.load(base, argv, unit, q["name"])
+                result["load_network"] = bytes_between(before, network_counters())
             held = self.read_hold()
-            measure(base, p, result)
-            result["proxy_hold"] = hold_between(held, self.read_hold())
-            result["server_peak_rss_bytes"] = self.peak_rss()
+            measure(bases, p, results, f"{p['name']}@{time.time():.3f}")
+            results[0]["proxy_hold"] = hold_between(held, self.read_hold())
+            for (_q, unit), result in zip(servers, results, strict=True):
+                result["server_peak_rss_bytes"] = self.peak_rss(unit)
         except RuntimeError as exc:
-            self.module.fail_json(msg=f"{p['name']}: {exc}", result=result)
+            self.module.fail_json(msg=f"{p['name']}: {exc}", result=results[0])
         finally:
             self.stop_units()
-        result["summary"] = run_summary(result)
-        return {"changed": True, "result": result}
+        for result in results:
+            result["summary"] = run_summary(result)
+        answer = {"changed": True, "result": results[0]}
+        if pair:
+            results[0]["paired_with"], results[1]["paired_with"] = pair["name"], p["name"]
+            answer["pair_result"] = results[1]
+        return answer
 
     def profile(self):
         if not self.params["model"]:

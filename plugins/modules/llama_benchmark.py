@@ -18,6 +18,10 @@ description:
   - With O(proxy_delay_ms) above 0, every RPC worker is reached through a userspace delaying TCP proxy (a second
     transient unit on the same host) that adds twice that delay to each round trip (netem is not in every kernel),
     and RV(result.proxy_hold) says what it really held each chunk while the completions ran.
+  - With O(pair), a second C(llama-server) with the pair's workers and split runs beside the first (next port), and
+    the completions alternate between the two, request by request (RV(pair_result)). Two configurations are then
+    compared at the same moments of a shared machine; a ratio with C(paired) in O(ratios) takes the median of the
+    back-to-back completions' ratios.
   - With O(mode=profile) (where the model is) reads the GGUF header of O(model) and returns its proportions (token
     embedding, tensors at or under the RPC tensor cache's 10 MiB threshold, weights read per token, logits per token).
   - With O(mode=counters) returns the bytes this host's links have received and sent so far (as O(mode=run) counts
@@ -123,6 +127,33 @@ options:
     description: First loopback port of the proxy (one per worker).
     type: int
     default: 16000
+  pair:
+    description:
+      - A second configuration run beside this one (O(mode=run)), on O(port) + 1, never through the proxy and with no
+        worker of this one (a C(ggml-rpc-server) serves one client at a time); O(parallel) must be 1.
+      - Both are loaded, one after the other; then each (prompt, output) pair goes to one and then the other, the
+        order swapping from one request to the next. Runs made back to back share a C(pair) key.
+    type: dict
+    suboptions:
+      name:
+        description: The pair's configuration name.
+        type: str
+        required: true
+      rpc:
+        description: Its RPC workers as C(host:port) (empty - a single process).
+        type: list
+        elements: str
+        default: []
+      tensor_split:
+        description: Its proportions per worker.
+        type: list
+        elements: float
+        default: []
+      split_mode:
+        description: Its split mode.
+        type: str
+        choices: [layer, tensor]
+        default: layer
   load_timeout:
     description: Seconds to wait for the model load.
     type: int
@@ -162,6 +193,9 @@ options:
     description:
       - Ratios to report, each C(name), C(metric) (a key of a result's summary), C(numerator), C(denominator)
         (configuration names), optional C(target), C(compare) (C(ge) or C(le)) and C(denominator_metric).
+      - With C(paired) true and a completion metric (C(generation_tps), C(prompt_tps)), the value is the median over
+        the completions the two configurations made back to back (O(pair)) of their ratio, and the row gets
+        C(pairs), their number; without such completions it is the ratio of the medians, with C(pairs) 0.
       - Instead of C(denominator), C(denominator_value) divides by a fixed number (the model's bytes, say).
     type: list
     elements: dict
@@ -267,6 +301,11 @@ result:
       description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread) and the bytes
         sent during the load (load_sent_bytes).
       type: dict
+    paired_with: {description: With O(pair) - the other configuration's name., type: str}
+pair_result:
+  description: The pair's measurements (O(pair)), as RV(result); its runs carry the same C(pair) keys.
+  returned: mode is run and pair is given
+  type: dict
 counters:
   description: This host's bytes received and sent so far on every interface but loopback (O(mode=counters)).
   returned: mode is counters
@@ -337,6 +376,15 @@ def main():
             "repeats": {"type": "int", "default": 3},
             "proxy_delay_ms": {"type": "float", "default": 0},
             "proxy_base_port": {"type": "int", "default": 16000},
+            "pair": {
+                "type": "dict",
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "rpc": {"type": "list", "elements": "str", "default": []},
+                    "tensor_split": {"type": "list", "elements": "float", "default": []},
+                    "split_mode": {"type": "str", "choices": ["layer", "tensor"], "default": "layer"},
+                },
+            },
             "load_timeout": {"type": "int", "default": 1800},
             "state_dir": {"type": "path", "default": "/run/llamarpc/bench"},
             "results": {"type": "list", "elements": "dict", "default": []},

@@ -98,6 +98,18 @@ def test_check_mode_writes_nothing(run_module, tmp_path):
     assert out.failed and "server_bin" in out.result["msg"]
 
 
+def test_a_pair_that_cannot_run_beside_its_configuration_fails_before_anything_starts(run_module):
+    """A ggml-rpc-server serves one client at a time, and a pair alternates single requests: both refused in check
+    mode already, before any unit is started."""
+    run = {"mode": "run", "server_bin": "/s", "model": "/m", "name": "A", "rpc": ["10.0.0.2:50052"]}
+    out = run_module(mod, {**run, "pair": {"name": "B", "rpc": ["10.0.0.3:50052", "10.0.0.2:50052"]}}, check_mode=True)
+    assert out.failed and out.result["msg"] == "A and its pair B share workers ['10.0.0.2:50052']"
+    out = run_module(mod, {**run, "parallel": 4, "pair": {"name": "B"}}, check_mode=True)
+    assert out.failed and "parallel 1" in out.result["msg"]
+    out = run_module(mod, {**run, "pair": {"name": "B", "rpc": ["10.0.0.3:50052"]}}, check_mode=True)
+    assert not out.failed and out.result["changed"]
+
+
 def test_report_lists_links_and_ratios_between_them(run_module, tmp_path):
     links = [
         {"name": "sshfs node2", "kind": "SSHFS", "from": "node2", "to": "node1", "bytes": 8_000_000, "mb_per_s": 9.0},
