@@ -142,6 +142,22 @@ def parallel_completions(base_url, clients, prompt_tokens, predict_tokens, timeo
     }
 
 
+def tbf_burst(text):
+    """The smallest token-bucket burst (bytes) of the ``tbf`` qdiscs in ``tc -j qdisc show`` output ``text``, on any
+    device but loopback: what a shaped link passes at the wire's speed (``_perf_model``'s ``burst``). 0 without a
+    tbf, or when ``text`` is not that output (no tc on the host)."""
+    try:
+        qdiscs = json.loads(text or "[]")
+    except ValueError:
+        return 0
+    bursts = [
+        int(q.get("options", {}).get("burst") or 0)
+        for q in qdiscs
+        if isinstance(q, dict) and q.get("kind") == "tbf" and q.get("dev") != "lo"
+    ]
+    return min(bursts) if bursts else 0
+
+
 def interface_bytes(text):
     """Bytes received and sent so far on every network interface but loopback, from the text of /proc/net/dev:
     ``{"received_bytes", "sent_bytes"}`` (the host's links, as a byte count around a load needs them)."""

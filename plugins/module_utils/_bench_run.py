@@ -30,10 +30,11 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils._bench import (
     ratio_rows,
     rerun_summary,
     same_output,
+    tbf_burst,
     wait_healthy,
     write_chart,
 )
-from ansible_collections.llamarpc.cluster.plugins.module_utils._cluster_plan import LOCAL_ARGS
+from ansible_collections.llamarpc.cluster.plugins.module_utils._cluster_plan import LOCAL_ARGS, assign_layers
 from ansible_collections.llamarpc.cluster.plugins.module_utils._gguf_header import SPLIT_NAME, GGUFError, read_model
 from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import profile, reference_profile
 from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import effective_bandwidth, predict
@@ -117,6 +118,22 @@ def run_summary(result):
     return summary
 
 
+def worker_shares(workers, split_mode, argv, layers):
+    """(worker, share of the weights) of the workers that hold weights, in their order. In the layer split, llama.cpp
+    gives the ``layers + 1`` slots (the last one the output layer) to the devices by their ``--tensor-split`` (from
+    ``argv``; even without one) as ``_cluster_plan.assign_layers`` does: with more workers than slots, some get none,
+    and a worker with no layer takes no part in a token (no round trip). In the tensor split every worker holds an even
+    slice."""
+    if split_mode != "layer":
+        return [(w, 1.0 / len(workers)) for w in workers]
+    argv = list(argv or ())
+    split = [1.0] * len(workers)
+    if "--tensor-split" in argv:
+        split = [float(x) for x in argv[argv.index("--tensor-split") + 1].split(",")]
+    devices = assign_layers(int(layers), split)
+    return [(w, devices.count(i) / len(devices)) for i, w in enumerate(workers) if i in devices]
+
+
 def predictions(p, results, links):
     """Add the performance model's prediction to each result's summary (calibrated on ``p['calibration']``)."""
     prof = p["model_profile"]
@@ -131,6 +148,7 @@ def predictions(p, results, links):
         if link.get("kind") == "raw TCP":
             throughput.setdefault(link.get("from"), float(link.get("mb_per_s") or 0) * 1e6)
     layers = p["layers"] or prof.get("n_layer") or 1
+    burst = tbf_burst(p["link_qdiscs"])
     for r in results:
         workers = r.get("rpc") or []
         # The emulated round trip: twice what the proxy really held each chunk while the completions ran (its timer
@@ -138,10 +156,13 @@ def predictions(p, results, links):
         one_way_ms = (r.get("proxy_hold") or {}).get("mean_ms") or r.get("proxy_delay_ms") or 0
         rtt = 2 * float(one_way_ms) / 1000.0 + float(r.get("link_rtt") or 0)
         if workers:
-            share = read_bytes / len(workers)
-            nodes = [{"name": w, "bytes": share, "bandwidth": bandwidth, "rtt": rtt} for w in workers]
+            nodes = [
+                {"name": w, "bytes": read_bytes * share, "bandwidth": bandwidth, "rtt": rtt}
+                for w, share in worker_shares(workers, r.get("split_mode", "layer"), r.get("argv"), layers)
+            ]
             for node in nodes:
                 node["throughput"] = throughput.get(hosts.get(node["name"]))
+                node["burst"] = burst
         else:
             nodes = [{"name": "single", "bytes": read_bytes, "bandwidth": bandwidth}]
         model = predict(
@@ -341,7 +362,7 @@ class Bench:
 
     def write_report(self, report, paths):
         """results.json, report.md and (with matplotlib) chart.png; drops the chart from ``paths`` without it."""
-        meta = self.params["meta"]
+        meta = {**self.params["meta"], "link_burst_bytes": tbf_burst(self.params["link_qdiscs"])}
         os.makedirs(self.params["results_dir"], exist_ok=True)
         with open(paths[0], "w", encoding="utf-8") as handle:
             json.dump(

@@ -54,6 +54,14 @@ token on 8 layers; the layer split re-runs its one graph with a 13-byte GRAPH_RE
 A worker without a throughput (the coordinator's own host, loopback) costs no transfer time. The logits are what a
 real model's large vocabulary adds (Gemma 3: 1 MiB per token, f32), next to the hidden state (a few KiB).
 
+A link shaped by a token bucket (``tc tbf``, as the lab caps its coordinator at 100 Mbit/s: 125,000 bytes of burst)
+passes a message up to its ``burst`` at the wire's own speed when the bucket has refilled since the last one, which it
+has between tokens: a token's few kB wait for nothing, where a real 100 Mbit/s NIC serialises them (9.2 kB: 0.74 ms).
+A worker's ``burst`` (bytes, 0 by default: a real link) is therefore subtracted from each per-token transfer. Measured
+(``make bench`` 20261203T220410Z, quiet): single 16.14 ms per token, two workers in the layer split 16.84 ms; the
+transfer at the link's rate would have added 1.9 ms more than was measured (predicted/measured 0.87), without it the
+prediction is 0.97.
+
 Nodes that share one machine's memory (the lab) cannot exceed its aggregate bandwidth: the compute term is at
 least ``sum(bytes) / shared_bandwidth`` when that is given.
 """
@@ -101,7 +109,8 @@ def predict(
     """Predicted seconds per token and tokens/s.
 
     ``nodes``: list of dicts ``{name, bytes, bandwidth}`` (weights read per token, bytes/s) and, for RPC
-    workers in their order, ``rtt`` (seconds) and ``throughput`` (bytes/s). Returns a dict with ``seconds_per_token``,
+    workers in their order, ``rtt`` (seconds), ``throughput`` (bytes/s) and optionally ``burst`` (bytes its link
+    passes unthrottled, a token bucket's depth). Returns a dict with ``seconds_per_token``,
     ``tokens_per_second`` and the terms (``compute``, ``network``) so the planner can explain its choice.
     """
     if split_mode not in ("layer", "tensor", "none"):
@@ -146,9 +155,11 @@ def rpc_token_seconds(worker, round_trips=LAYER_ROUND_TRIPS, call_seconds=RPC_CA
 
 
 def _transfer(size, worker):
-    """Seconds to move ``size`` bytes over a worker's link (0 when its throughput is not known)."""
+    """Seconds to move ``size`` bytes (per token) over a worker's link: what exceeds the link's token-bucket ``burst``
+    at its ``throughput`` (0 when the throughput is not known)."""
     throughput = float(worker.get("throughput") or 0)
-    return size / throughput if throughput > 0 and size else 0.0
+    waited = float(size or 0) - float(worker.get("burst") or 0)
+    return waited / throughput if throughput > 0 and waited > 0 else 0.0
 
 
 def effective_bandwidth(model_bytes, tokens_per_second):

@@ -239,6 +239,14 @@ options:
     description: Nodes that share one machine's memory bandwidth (the lab; 0 = independent machines).
     type: int
     default: 0
+  link_qdiscs:
+    description:
+      - The coordinator's C(tc -j qdisc show) output (O(mode=report)). The smallest burst of a C(tbf) on its links
+        (the lab's bandwidth cap) is what a message crosses at the wire's speed; the predictions charge only the
+        bytes per token above it over the link, and the report's meta says it (C(link_burst_bytes)).
+      - Empty, or no tbf - every byte at the link's rate, as a real NIC serialises it.
+    type: str
+    default: ""
   meta:
     description: Free-form facts written into the report (machine load, command).
     type: dict
@@ -398,6 +406,7 @@ def main():
             "calibration": {"type": "str", "default": "single"},
             "layers": {"type": "int", "default": 0},
             "shared_bandwidth_nodes": {"type": "int", "default": 0},
+            "link_qdiscs": {"type": "str", "default": ""},
             "meta": {"type": "dict", "default": {}},
             "results_dir": {"type": "path"},
         },

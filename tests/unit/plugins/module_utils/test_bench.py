@@ -482,3 +482,20 @@ def test_a_paired_ratio_row_takes_the_pairs_pooled_over_rounds_and_says_how_many
     )
     assert (fallback["pairs"], fallback["value"]) == (0, pytest.approx(0.95))
     assert "(ratio of the medians)" in bench.markdown_report([], [fallback], {"title": "t"})
+
+
+# Recorded real output: `tc -j qdisc show` on the bench lab's node1 (lab_host's 100 Mbit/s cap), 2026-12-03.
+NODE1_QDISCS = (
+    '[{"kind":"noqueue","handle":"0:","dev":"lo","root":true,"refcnt":2,"options":{}},'
+    '{"kind":"tbf","handle":"8002:","dev":"eth0","root":true,"refcnt":3,'
+    '"options":{"rate":12500000,"burst":125000,"lat":50000}}]'
+)
+
+
+def test_tbf_burst_reads_the_smallest_cap_on_a_link_and_nothing_else():
+    assert bench.tbf_burst(NODE1_QDISCS) == 125_000
+    two = json.loads(NODE1_QDISCS) + [{"kind": "tbf", "dev": "eth1", "options": {"burst": 32768}}]
+    assert bench.tbf_burst(json.dumps(two)) == 32768
+    loopback_only = [{"kind": "tbf", "dev": "lo", "options": {"burst": 1}}]
+    assert bench.tbf_burst(json.dumps(loopback_only)) == 0
+    assert bench.tbf_burst("") == bench.tbf_burst("tc: not found") == 0

@@ -184,3 +184,25 @@ def test_seeding_runs_the_workers_in_parallel():
     # Each worker reads, hashes and writes its own bytes; the slowest (largest) one sets the time.
     assert pm.seed_seconds([1 * GB, 3 * GB], 0.2 * GB, 1 * GB) == pytest.approx(3 * (2 / 0.2 + 1))
     assert pm.seed_seconds([], 0.2 * GB, 1 * GB) == 0
+
+
+# make bench 20261203T220410Z (quiet): a single process 61.97 tok/s; layer split over node1's own worker (loopback)
+# and node2's (11.98 MB/s through node1's 100 Mbit/s tbf, burst 125,000 bytes) 59.39.
+SINGLE_1203, LAYER2_1203, BURST_LAB = 61.97, 59.39, 125_000
+
+
+def test_a_token_bucket_passes_a_tokens_few_kilobytes_at_the_wires_speed():
+    worker = {"rtt": 0.0, "throughput": 12.5e6}
+    assert pm.rpc_token_seconds({**worker, "burst": BURST_LAB}, 1, 0.0, 2 * HIDDEN) == 0.0
+    # Only what exceeds the burst waits for the rate; without a burst (a real NIC) every byte does.
+    assert pm.rpc_token_seconds({**worker, "burst": 100_000}, 1, 0.0, 150_000) == pytest.approx(50_000 / 12.5e6)
+    assert pm.rpc_token_seconds(worker, 1, 0.0, 2 * HIDDEN) == pytest.approx(2 * HIDDEN / 12.5e6)
+    # The bench lab's two-worker layer split: within 10% with the burst, 13% under without it.
+    size, bandwidth = 217e6, pm.effective_bandwidth(217e6, SINGLE_1203)
+    loopback = {"name": "node1", "bytes": size / 2, "bandwidth": bandwidth, "rtt": 0.0}
+    remote = {**loopback, "name": "node2", "throughput": LINK_0312}
+    terms = {"activation_bytes": 2 * HIDDEN, "logits_bytes": LOGITS}
+    shaped = pm.predict([loopback, {**remote, "burst": BURST_LAB}], "layer", **terms)["tokens_per_second"]
+    serialised = pm.predict([loopback, remote], "layer", **terms)["tokens_per_second"]
+    assert shaped / LAYER2_1203 == pytest.approx(0.967, abs=0.01)
+    assert serialised / LAYER2_1203 == pytest.approx(0.87, abs=0.01)

@@ -330,3 +330,39 @@ def test_predictions_take_the_round_trip_the_proxy_really_held(run_module, tmp_p
     )
     assert "| held | 5.00 | 7.00 | 400 |" in out.result["markdown"]
     assert "| layer | 5.00 |" not in out.result["markdown"]
+
+
+def test_predictions_charge_only_what_a_token_bucket_holds_back(run_module, tmp_path):
+    """The coordinator's link capped by a tbf (burst 125,000 bytes): a worker's per-token hidden state and logits,
+    a few kB, cross at the wire's speed, so only its round trip and call are charged; the report's meta names the
+    burst. Without the qdiscs every byte waits for the link's rate."""
+    results = [RESULTS[0], dict(RESULTS[1], rpc=["10.0.0.2:50052"], proxy_delay_ms=0)]
+    base = {"mode": "report", "results": results, "model_bytes": 1000, "endpoints": {"node2": "10.0.0.2:50052"}}
+    base["links"] = [{"name": "tcp node2", "kind": "raw TCP", "from": "node2", "mb_per_s": 1.0}]
+    base["model_profile"] = {"read_per_token_bytes": 1000, "activation_bytes": 5000, "logits_bytes": 10000}
+    base["model_profile"].update(
+        name="m", n_layer=1, weight_bytes=1000, embedding_bytes=100, embedding_share=0.1, tied_output=False,
+        small_tensors=1, tensor_count=2, small_bytes=100, small_share=0.1, offloaded_bytes=1000,
+        warm_load_bytes=100, warm_load_share=0.1,
+    )  # fmt: skip
+    qdiscs = '[{"kind":"tbf","dev":"eth0","options":{"rate":125000,"burst":125000}}]'
+    seen = {}
+    for name, extra in (("shaped", {"link_qdiscs": qdiscs}), ("plain", {})):
+        out = run_module(mod, {**base, **extra, "results_dir": str(tmp_path / name)})
+        assert not out.failed, out.result
+        report = json.loads((tmp_path / name / "results.json").read_text())
+        seen[name] = report["results"][1]["summary"]["predicted_network_s"], report["meta"]["link_burst_bytes"]
+    assert seen["shaped"] == (pytest.approx(RPC_CALL_SECONDS), 125_000)
+    # 2 x 5000 bytes of hidden state and 10000 of logits at 1 MB/s: 20 ms more.
+    assert seen["plain"] == (pytest.approx(RPC_CALL_SECONDS + 0.020), 0)
+
+
+def test_a_worker_without_a_layer_takes_no_part_in_a_token():
+    """The bench's cache model has 2 layers and the output layer: over six workers evenly, llama.cpp gives the three
+    slots to workers 1, 3 and 5 (make bench 20261203T220410Z: A-seed-all-cold generated at 0.97 of the single
+    process, where six round trips per token were predicted at 0.83 of what it measured)."""
+    six = [f"10.0.0.{i}:50052" for i in range(1, 7)]
+    assert _bench_run.worker_shares(six, "layer", [], 2) == [(six[0], 1 / 3), (six[2], 1 / 3), (six[4], 1 / 3)]
+    two = six[:2]
+    assert _bench_run.worker_shares(two, "layer", ["--tensor-split", "1,3"], 2) == [(two[0], 1 / 3), (two[1], 2 / 3)]
+    assert _bench_run.worker_shares(six, "tensor", [], 2) == [(w, 1 / 6) for w in six]
