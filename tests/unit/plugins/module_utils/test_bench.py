@@ -499,3 +499,27 @@ def test_tbf_burst_reads_the_smallest_cap_on_a_link_and_nothing_else():
     loopback_only = [{"kind": "tbf", "dev": "lo", "options": {"burst": 1}}]
     assert bench.tbf_burst(json.dumps(loopback_only)) == 0
     assert bench.tbf_burst("") == bench.tbf_burst("tc: not found") == 0
+
+
+def test_one_configuration_paired_with_two_others_keeps_each_pairing_apart():
+    """The single process runs beside B-fit-first and, later, beside B-planned-warm: its runs are pooled, and each
+    paired ratio finds only the pairs of its own run."""
+    single_a, fit = bench.alternated_runs(["A", "B"], [32], [16], 4, "fit", complete=DriftingMachine(step=0.5))
+    planned, single_b = bench.alternated_runs(["C", "A"], [32], [16], 4, "planned", complete=DriftingMachine(step=0.5))
+    for run in planned:  # the planned cluster: 10% slower than the single process at the same moment
+        run["predicted_per_second"] *= 0.9
+    results = [
+        {"name": "single", "runs": single_a},
+        {"name": "B-fit-first", "runs": fit},
+        {"name": "B-planned-warm", "runs": planned},
+        {"name": "single", "runs": single_b},
+    ]
+    merged = bench.merge_repeats([{**r, "summary": bench.completion_summary(r["runs"])} for r in results])
+    specs = [
+        {"name": n, "metric": "generation_tps", "numerator": n, "denominator": "single", "paired": True}
+        for n in ("B-fit-first", "B-planned-warm")
+    ]
+    fit_row, planned_row = bench.ratio_rows(merged, specs)
+    assert (fit_row["pairs"], planned_row["pairs"]) == (4, 4)
+    assert fit_row["value"] == pytest.approx(1.0, abs=0.02)
+    assert planned_row["value"] == pytest.approx(0.9, abs=0.02)
