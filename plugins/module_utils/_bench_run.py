@@ -102,6 +102,7 @@ def new_result(p):
     """A configuration's result before its load: name, workers, split and settings."""
     result = {"name": p["name"], "rpc": list(p["rpc"]), "split_mode": p["split_mode"] if p["rpc"] else "none"}
     result.update(threads=p["threads"], parallel=p["parallel"], proxy_delay_ms=p["proxy_delay_ms"])
+    result["tensor_split"] = list(p["tensor_split"])
     return result
 
 
@@ -118,24 +119,20 @@ def run_summary(result):
     return summary
 
 
-def worker_shares(workers, split_mode, argv, layers):
+def worker_shares(workers, split_mode, tensor_split, layers):
     """(worker, share of the weights) of the workers that hold weights, in their order. In the layer split, llama.cpp
-    gives the ``layers + 1`` slots (the last one the output layer) to the devices by their ``--tensor-split`` (from
-    ``argv``; even without one) as ``_cluster_plan.assign_layers`` does: with more workers than slots, some get none,
-    and a worker with no layer takes no part in a token (no round trip). In the tensor split every worker holds an even
-    slice."""
+    gives the ``layers + 1`` slots (the last one the output layer) to the devices by their ``tensor_split`` (even when
+    empty) as ``_cluster_plan.assign_layers`` does: with more workers than slots, some get none, and a worker with no
+    layer takes no part in a token (no round trip). In the tensor split every worker holds an even slice."""
     if split_mode != "layer":
         return [(w, 1.0 / len(workers)) for w in workers]
-    argv = list(argv or ())
-    split = [1.0] * len(workers)
-    if "--tensor-split" in argv:
-        split = [float(x) for x in argv[argv.index("--tensor-split") + 1].split(",")]
-    devices = assign_layers(int(layers), split)
+    devices = assign_layers(int(layers), list(tensor_split or ()) or [1.0] * len(workers))
     return [(w, devices.count(i) / len(devices)) for i, w in enumerate(workers) if i in devices]
 
 
-def predictions(p, results, links):
-    """Add the performance model's prediction to each result's summary (calibrated on ``p['calibration']``)."""
+def predictions(p, results, links, burst=0):
+    """Add the performance model's prediction to each result's summary (calibrated on ``p['calibration']``);
+    ``burst``: the bytes the coordinator's shaped link passes at once (``tbf_burst``)."""
     prof = p["model_profile"]
     read_bytes = prof.get("read_per_token_bytes") or p["model_bytes"]
     calib = {r["name"]: r for r in results}.get(p["calibration"])
@@ -148,7 +145,6 @@ def predictions(p, results, links):
         if link.get("kind") == "raw TCP":
             throughput.setdefault(link.get("from"), float(link.get("mb_per_s") or 0) * 1e6)
     layers = p["layers"] or prof.get("n_layer") or 1
-    burst = tbf_burst(p["link_qdiscs"])
     for r in results:
         workers = r.get("rpc") or []
         # The emulated round trip: twice what the proxy really held each chunk while the completions ran (its timer
@@ -158,7 +154,7 @@ def predictions(p, results, links):
         if workers:
             nodes = [
                 {"name": w, "bytes": read_bytes * share, "bandwidth": bandwidth, "rtt": rtt}
-                for w, share in worker_shares(workers, r.get("split_mode", "layer"), r.get("argv"), layers)
+                for w, share in worker_shares(workers, r.get("split_mode", "layer"), r.get("tensor_split"), layers)
             ]
             for node in nodes:
                 node["throughput"] = throughput.get(hosts.get(node["name"]))
@@ -212,10 +208,10 @@ class Bench:
         if rc != 0:
             self.module.fail_json(msg=f"systemd-run {unit} failed: {err or out}", argv=argv)
 
-    def alive(self, unit=SERVER_UNIT):
+    def alive(self, unit):
         return self.systemctl.run("is-active", "--quiet", unit)[0] == 0
 
-    def peak_rss(self, unit=SERVER_UNIT):
+    def peak_rss(self, unit):
         _rc, out, _err = self.systemctl.run("show", "-p", "MainPID", "--value", unit)
         try:
             with open(f"/proc/{int(out.strip())}/status", encoding="ascii") as handle:
@@ -255,15 +251,14 @@ class Bench:
         except (OSError, ValueError):
             return None
 
-    def load(self, base, argv, unit=SERVER_UNIT, name=None):
-        """Start llama-server as ``unit`` and wait for its model load: the seconds it took."""
-        p = self.params
+    def load(self, base, argv, unit, name):
+        """Start llama-server as ``unit`` (configuration ``name``) and wait for its model load: the seconds it took."""
         self.start_unit(unit, argv)
         try:
-            return wait_healthy(base, p["load_timeout"], lambda: self.alive(unit))
+            return wait_healthy(base, self.params["load_timeout"], lambda: self.alive(unit))
         except (TimeoutError, RuntimeError) as exc:
             _rc, log, _err = self.module.run_command(["journalctl", "-u", unit, "-n", "30", "--no-pager"])
-            self.module.fail_json(msg=f"{name or p['name']}: {exc}", log=log, argv=argv)
+            self.module.fail_json(msg=f"{name}: {exc}", log=log, argv=argv)
 
     def pair_params(self):
         """The second server's parameters (option ``pair``): this configuration's, with the pair's name, workers,
@@ -334,7 +329,8 @@ class Bench:
             self.module.fail_json(msg="mode=report needs results_dir")
         results = merge_repeats([dict(r) for r in p["results"]])
         links = [dict(link) for link in p["links"]]
-        predictions(p, results, links)
+        burst = tbf_burst(p["link_qdiscs"])
+        predictions(p, results, links, burst)
         verdicts = same_output(results, p["calibration"])
         for r in results:
             r["summary"] = {**r.get("summary", {}), "same_output_as_single": verdicts[r["name"]]}
@@ -358,11 +354,12 @@ class Bench:
         report["paper"] = p["paper"] or None
         if self.module.check_mode:
             return {"changed": True, "report": report}
-        return {"changed": True, "report": report, "markdown": self.write_report(report, paths)}
+        return {"changed": True, "report": report, "markdown": self.write_report(report, paths, burst)}
 
-    def write_report(self, report, paths):
-        """results.json, report.md and (with matplotlib) chart.png; drops the chart from ``paths`` without it."""
-        meta = {**self.params["meta"], "link_burst_bytes": tbf_burst(self.params["link_qdiscs"])}
+    def write_report(self, report, paths, burst=0):
+        """results.json, report.md and (with matplotlib) chart.png; drops the chart from ``paths`` without it. The
+        meta gets ``link_burst_bytes``, the ``burst`` the predictions took."""
+        meta = {**self.params["meta"], "link_burst_bytes": burst}
         os.makedirs(self.params["results_dir"], exist_ok=True)
         with open(paths[0], "w", encoding="utf-8") as handle:
             json.dump(

@@ -309,6 +309,10 @@ result:
       description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread) and the bytes
         sent during the load (load_sent_bytes).
       type: dict
+    tensor_split:
+      description: The proportions per worker it ran with (O(tensor_split); empty - even).
+      type: list
+      elements: float
     paired_with: {description: With O(pair) - the other configuration's name., type: str}
 pair_result:
   description: The pair's measurements (O(pair)), as RV(result); its runs carry the same C(pair) keys.

@@ -364,5 +364,14 @@ def test_a_worker_without_a_layer_takes_no_part_in_a_token():
     six = [f"10.0.0.{i}:50052" for i in range(1, 7)]
     assert _bench_run.worker_shares(six, "layer", [], 2) == [(six[0], 1 / 3), (six[2], 1 / 3), (six[4], 1 / 3)]
     two = six[:2]
-    assert _bench_run.worker_shares(two, "layer", ["--tensor-split", "1,3"], 2) == [(two[0], 1 / 3), (two[1], 2 / 3)]
+    assert _bench_run.worker_shares(two, "layer", [1.0, 3.0], 2) == [(two[0], 1 / 3), (two[1], 2 / 3)]
     assert _bench_run.worker_shares(six, "tensor", [], 2) == [(w, 1 / 6) for w in six]
+
+
+def test_a_result_records_the_split_its_predictions_take():
+    result = _bench_run.new_result(_params(name="x", rpc=["a:1", "b:1"], tensor_split=[2.0, 1.0], proxy_delay_ms=0))
+    assert (result["split_mode"], result["tensor_split"]) == ("tensor", [2.0, 1.0])
+    assert _bench_run.worker_shares(result["rpc"], "layer", result["tensor_split"], 2) == [
+        ("a:1", 2 / 3),
+        ("b:1", 1 / 3),
+    ]
