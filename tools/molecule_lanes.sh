@@ -9,7 +9,8 @@
 # at nice 5: the --then lanes are the long ones, and they get the cores first (a lane's labs run at its nice level,
 # since their hosts are its children). A --beside lane starts with the first lanes and does not hold the later ones
 # back (the checks); it runs at nice 10, so that the build, which the rest waits for, gets the cores first. The run
-# passes when every lane passed, and no later lane starts once a lane has failed. Every scenario has its own lab
+# passes when every lane passed, and no later lane starts once a first lane has failed; within a lane, a failed item
+# does not keep the next ones from running (each reports its own result). Every scenario has its own lab
 # (bridge, subnet), and most of a scenario's time is spent waiting on its hosts, so lanes share two cores well.
 # Logs: tests/output/molecule/{beside,first,lane}-N.log (or under $MOLECULE_LANES_LOGS); a lane's log is printed when
 # it ends, whole if it failed, else its step lines and test summaries.
@@ -55,13 +56,18 @@ run_item() {  # item start : one lane item (see the header)
   fi
 }
 
-run_items() {  # item... : one after another, stop at the first failure
-  local item start
+run_items() {  # item... : one after another; a failed item does not stop the others (each has its own lab), the lane
+  local item start items_failed=()  # fails when one did, and says which
   for item in "$@"; do
     start=$(date +%s)
-    run_item "$item" "$start" || { echo "=== $item FAILED after $(( $(date +%s) - start )) s"; return 1; }
-    echo "=== $item passed in $(( $(date +%s) - start )) s"
+    if run_item "$item" "$start"; then
+      echo "=== $item passed in $(( $(date +%s) - start )) s"
+    else
+      echo "=== $item FAILED after $(( $(date +%s) - start )) s"
+      items_failed+=("$item")
+    fi
   done
+  [ ${#items_failed[@]} -eq 0 ] || { echo "=== lane items FAILED: ${items_failed[*]} (of $#)"; return 1; }
 }
 
 pids=() names=() tags=()

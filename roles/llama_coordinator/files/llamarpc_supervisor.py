@@ -15,6 +15,13 @@
           (no worker, no override) there is nothing to re-plan: it records that and returns at once.
 ``status``: observe the cluster now, read-only (nothing restarted or written), and print it with the last check.
 
+Slow is not down: a worker that llama-server holds a connection to serves it, whether or not /health answers in time
+(a probe would only wait in that worker's backlog); a worker counts as down for a re-plan only when it failed
+``DOWN_CHECKS`` checks in a row and for ``replan_after`` seconds. An override names the deployed plan it re-plans
+(``LLAMARPC_REPLAN_OF``, a digest of plan.json): once another plan is deployed (a new model, fit first going local),
+a check drops it and restarts llama-server on the deployed plan. An unexpected error is written into the state
+(verdict ``error``) and the journal as one line, never a traceback.
+
 Files: the deployed plan (``plan.json``, written by the role), the runtime override (an EnvironmentFile under
 /run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook.
 """
@@ -22,12 +29,15 @@ Files: the deployed plan (``plan.json``, written by the role), the runtime overr
 from __future__ import annotations
 
 import argparse
+import hashlib
+import http.client
 import importlib
 import json
 import os
 import subprocess
 import sys
 import time
+import traceback
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +48,9 @@ rpc = importlib.import_module("_rpc_protocol")
 planner = importlib.import_module("_cluster_plan")
 
 UP_STATES = ("ready", "busy")
+#: Checks in a row that must find a worker down before a re-plan leaves it out (besides ``replan_after`` seconds): one
+#: check that came late on a loaded machine, or one probe lost in a backlog, is not an outage.
+DOWN_CHECKS = 3
 LOCAL = "serving locally: the model fits on the coordinator, llama-server computes it with no RPC worker (fit first)"
 
 
@@ -83,7 +96,7 @@ def listening(url, timeout=5.0):
             return response.status == 200
     except urllib.error.HTTPError as exc:
         return exc.code == 503
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
         return False
 
 
@@ -115,6 +128,28 @@ def cmd_wait(args):
         time.sleep(args.interval)
 
 
+def plan_digest(path):
+    """Which deployment ``path`` (plan.json) is: the sha256 of its bytes (the role rewrites it only when the plan
+    changes), or None when there is none."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def replan_of(override):
+    """The deployed plan digest an override was made from ('' for an override that names none)."""
+    try:
+        with open(override, encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("LLAMARPC_REPLAN_OF="):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        return None
+    return ""
+
+
 def read_json(path, default=None):
     try:
         with open(path, encoding="utf-8") as handle:
@@ -131,12 +166,19 @@ def write_atomic(path, text):
     os.replace(temporary, path)
 
 
-def env_text(plan):
-    """The override env file: the same variables as the role's cluster.env (the unit expands LLAMARPC_PLAN_ARGS)."""
+def env_text(plan, digest):
+    """The override env file: the same variables as the role's cluster.env (the unit expands LLAMARPC_PLAN_ARGS), and
+    the deployed plan it re-plans (``digest``), so that a later deployment is never run on it."""
     return (
         "# Written by llamarpc_supervisor: the plan without the workers that stayed down.\n"
-        f"LLAMARPC_RPC={plan['rpc']}\nLLAMARPC_PLAN_ARGS={plan['args']}\n"
+        f"LLAMARPC_RPC={plan['rpc']}\nLLAMARPC_PLAN_ARGS={plan['args']}\nLLAMARPC_REPLAN_OF={digest}\n"
     )
+
+
+def drop_override(args):
+    for path in (args.override, args.plan_in_force):
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def replan(config, down):
@@ -173,8 +215,10 @@ def observe(config, args, recorded, now):
     # in force, that worker is busy serving it (a probe could only time out in its backlog). Every other worker is
     # probed, including one of the plan whose connection is gone (it died, even if llama-server has not noticed).
     serving = listening(config["url"])
-    connected = established_peers() if serving else set()
-    to_probe = [endpoint for endpoint in names if not (serving and endpoint in current and endpoint in connected)]
+    # Held open by llama-server (a process that dies closes its connections): that worker serves it, even when /health
+    # is slow to answer on a loaded machine.
+    connected = established_peers()
+    to_probe = [endpoint for endpoint in names if not (endpoint in current and endpoint in connected)]
     states = {endpoint: "serving" for endpoint in names if endpoint not in to_probe}
     states.update(probe_all(to_probe, args.probe_timeout) if to_probe else {})
     down_since = {
@@ -182,6 +226,7 @@ def observe(config, args, recorded, now):
         for endpoint, name in names.items()
         if states[endpoint] not in UP_STATES + ("serving",)
     }
+    down_checks = {name: int(recorded.get("down_checks", {}).get(name, 0)) + 1 for name in down_since}
     return {
         "names": names,
         "override": override,
@@ -190,6 +235,7 @@ def observe(config, args, recorded, now):
         "connected": connected,
         "states": states,
         "down_since": down_since,
+        "down_checks": down_checks,
         "current_names": [names.get(endpoint, endpoint) for endpoint in current],
         "deployed_names": [names.get(endpoint, endpoint) for endpoint in endpoints_of(config["plan"]["rpc"])],
     }
@@ -213,27 +259,49 @@ def state_record(seen, now, verdict, message):
         "verdict": verdict,
         "message": message,
         "down_since": seen["down_since"],
+        "down_checks": seen["down_checks"],
         "serving": seen["serving"],
         "workers": {seen["names"][endpoint]: state for endpoint, state in seen["states"].items()},
         "override": seen["override"],
     }
 
 
-def check_local(args, now):
-    """The deployed plan is local and no re-plan is in force: no worker to probe, nothing to re-plan or restore."""
-    message = "local plan: no RPC worker to watch, nothing to re-plan"
-    record = {
+def bare_record(now, verdict, message):
+    """A state record of a check that probed nothing."""
+    return {
         "checked_at": now,
-        "verdict": "local",
+        "verdict": verdict,
         "message": message,
         "down_since": {},
+        "down_checks": {},
         "serving": None,
         "workers": {},
         "override": False,
     }
-    write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))
-    print(f"local: {message}")
+
+
+def check_local(args, now):
+    """The deployed plan is local and no re-plan is in force: no worker to probe, nothing to re-plan or restore."""
+    write_state(args, bare_record(now, "local", "local plan: no RPC worker to watch, nothing to re-plan"))
     return 0
+
+
+def write_state(args, record):
+    write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))
+    print(f"{record['verdict']}: {record['message']}")
+
+
+def drop_stale_override(args, config, digest, now):
+    """An override made from another deployed plan than plan.json's (a re-plan of the plan a deployment replaced,
+    e.g. one written while site.yml deployed a local plan): drop it and restart llama-server on the deployed plan."""
+    made_from = replan_of(args.override)
+    if made_from is None or made_from == digest:
+        return False
+    drop_override(args)
+    restart(config["service"])
+    message = "a re-plan of an earlier deployment was in force: dropped it, llama-server restarted on the deployed plan"
+    write_state(args, bare_record(now, "restored", message))
+    return True
 
 
 def cmd_check(args):
@@ -241,13 +309,20 @@ def cmd_check(args):
     if config is None:
         print(f"no deployed plan at {args.plan}", file=sys.stderr)
         return 2
+    digest = plan_digest(args.plan)
     now = time.time()
+    if drop_stale_override(args, config, digest, now):
+        return 0
     if not endpoints_of(config["plan"]["rpc"]) and not os.path.exists(args.override):
         return check_local(args, now)
     seen = observe(config, args, read_json(args.state, {"down_since": {}}), now)
     names, states, down_since = seen["names"], seen["states"], seen["down_since"]
     override, current, serving, connected = seen["override"], seen["current"], seen["serving"], seen["connected"]
-    long_down = sorted(name for name, since in down_since.items() if now - since >= config["replan_after"])
+    long_down = sorted(
+        name
+        for name, since in down_since.items()
+        if now - since >= config["replan_after"] and seen["down_checks"][name] >= DOWN_CHECKS
+    )
     message = "serving on the deployed plan" if not override else "serving on a re-plan"
     verdict = "ok"
     if any(name in seen["current_names"] for name in long_down):
@@ -257,15 +332,16 @@ def cmd_check(args):
             verdict = "down"
             message = f"worker(s) {', '.join(long_down)} down for over {config['replan_after']} s and {exc}"
         else:
-            write_atomic(args.override, env_text(new))
+            if plan_digest(args.plan) != digest:
+                print("the deployed plan changed during this check: no re-plan of the plan it replaced")
+                return 0
+            write_atomic(args.override, env_text(new, digest))
             write_atomic(args.plan_in_force, json.dumps(new))
             restart(config["service"])
             verdict = "replanned"
             message = f"re-planned without {', '.join(long_down)}: {planner.describe(new)}"
     elif override and not any(name in down_since for name in seen["deployed_names"]):
-        os.unlink(args.override)
-        if os.path.exists(args.plan_in_force):
-            os.unlink(args.plan_in_force)
+        drop_override(args)
         restart(config["service"])
         verdict = "restored"
         message = "every worker of the deployed plan is back: restored it"
@@ -279,9 +355,26 @@ def cmd_check(args):
         message = describe_down(down_since, now)
     message = on_replan(seen, verdict, message)
     seen["override"] = os.path.exists(args.override)
-    write_atomic(args.state, json.dumps(state_record(seen, now, verdict, message), indent=1, sort_keys=True))
-    print(f"{verdict}: {message}")
+    write_state(args, state_record(seen, now, verdict, message))
     return 0
+
+
+def guarded_check(args):
+    """``check``, with any unexpected error written into the state (verdict ``error``) and the journal as one line."""
+    try:
+        return cmd_check(args)
+    except Exception as exc:  # noqa: BLE001 - the reason goes into the state file and the journal, not a traceback
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        reason = f"{type(exc).__name__}: {exc} (at {os.path.basename(frame.filename)}:{frame.lineno})"
+        print(f"error: the check failed: {reason}", file=sys.stderr)
+        try:
+            write_atomic(
+                args.state,
+                json.dumps({"checked_at": time.time(), "verdict": "error", "message": f"the check failed: {reason}"}),
+            )
+        except OSError as write_error:
+            print(f"error: cannot write {args.state}: {write_error}", file=sys.stderr)
+        return 1
 
 
 def cmd_status(args):
@@ -323,7 +416,7 @@ def main(argv=None):
     commands.add_parser("check")
     commands.add_parser("status")
     args = parser.parse_args(argv)
-    return {"wait": cmd_wait, "check": cmd_check, "status": cmd_status}[args.command](args)
+    return {"wait": cmd_wait, "check": guarded_check, "status": cmd_status}[args.command](args)
 
 
 if __name__ == "__main__":

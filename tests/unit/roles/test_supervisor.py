@@ -120,8 +120,10 @@ def test_a_worker_down_past_the_limit_is_planned_around_then_taken_back(world):
     assert world["check"]()["verdict"] == "ok"
     world["down"].add("10.0.0.3:50052")
     assert world["check"]()["verdict"] == "degraded"  # down, but not for long yet
-    assert world["restarts"] == 0
     world["now"] += 25
+    assert world["check"]()["verdict"] == "degraded"  # down for long enough, but in two checks only
+    assert world["restarts"] == 0
+    world["now"] += 5
     record = world["check"]()
     assert record["verdict"] == "replanned" and "n3" in record["message"]
     override = world["override"].read_text()
@@ -144,6 +146,7 @@ def test_a_worker_down_past_the_limit_is_planned_around_then_taken_back(world):
 
 def test_when_the_model_no_longer_fits_it_stays_down_and_says_why(world, tmp_path):
     world["down"].update({"10.0.0.2:50052", "10.0.0.3:50052"})
+    world["check"]()
     world["check"]()
     world["now"] += 30
     # Two workers of 4 GiB are gone: one cannot hold 8 x 100 MiB? It can; make it not fit by shrinking memory.
@@ -267,10 +270,11 @@ def test_a_re_plan_that_fits_on_the_coordinator_goes_local_then_back(tmp_path, w
     config(tmp_path, options=dict(options, fit_first=True), plan=plan)
     world["down"].add("10.0.0.3:50052")
     world["check"]()
+    world["check"]()
     world["now"] += 25
     record = world["check"]()
     assert record["verdict"] == "replanned" and "local" in record["message"], record
-    assert world["override"].read_text().endswith("LLAMARPC_RPC=\nLLAMARPC_PLAN_ARGS=--device none --n-gpu-layers 0\n")
+    assert "\nLLAMARPC_RPC=\nLLAMARPC_PLAN_ARGS=--device none --n-gpu-layers 0\n" in world["override"].read_text()
     # The override is a local plan, but the deployed plan has workers: the check keeps watching for n3.
     world["now"] += 5
     assert world["check"]()["verdict"] == "degraded"
@@ -280,6 +284,7 @@ def test_a_re_plan_that_fits_on_the_coordinator_goes_local_then_back(tmp_path, w
     # Without fit first the same re-plan keeps a worker.
     config(tmp_path, options=dict(options, fit_first=False), plan=plan)
     world["down"].add("10.0.0.3:50052")
+    world["check"]()
     world["check"]()
     world["now"] += 25
     assert "--rpc 10.0.0.2:50052" in world["check"]()["message"]
@@ -294,3 +299,65 @@ def test_a_re_plan_reserves_the_prompt_cache_on_the_coordinators_host(tmp_path):
     cached = json.loads(config(tmp_path, options=dict(options, fit_first=True, cache_ram=3584 << 20)).read_text())
     plan = supervisor.replan(cached, set())
     assert plan["local"] is False and plan["rpc"]
+
+
+# Slow is not down: a loaded machine must not make the supervisor re-plan or fail.
+
+
+def test_a_worker_that_llama_server_holds_is_serving_even_when_health_is_slow(world, monkeypatch):
+    """/health does not answer in time (a loaded machine), but llama-server holds its connection to every worker: a
+    probe of such a worker could only time out in its backlog. The old check probed them, found them down and re-planned
+    around a worker that was serving; they stay serving, and nothing is restarted."""
+    world["serving"] = False
+    monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: dict.fromkeys(endpoints, "timeout"))
+    for _ in range(5):
+        record = world["check"]()
+        world["now"] += 25
+    assert record["verdict"] == "ok" and record["down_since"] == {}, record
+    assert set(record["workers"].values()) == {"serving"}, record
+    assert (world["restarts"], world["override"].exists()) == (0, False)
+
+
+def test_two_late_checks_do_not_make_an_outage(world):
+    """A timer that fired late on a loaded machine: two checks 60 s apart both find n3 down (past replan_after), but a
+    worker counts as down only after DOWN_CHECKS checks in a row."""
+    world["down"].add("10.0.0.3:50052")
+    world["check"]()
+    world["now"] += 60
+    record = world["check"]()
+    assert record["verdict"] == "degraded" and record["down_checks"] == {"n3": 2}, record
+    world["down"].clear()
+    world["now"] += 60
+    record = world["check"]()
+    assert (record["verdict"], record["down_checks"], world["restarts"]) == ("ok", {}, 0), record
+
+
+def test_a_new_deployment_drops_the_re_plan_of_the_plan_it_replaced(tmp_path, world):
+    """n3 stayed down and the supervisor re-planned; then site.yml deployed another plan (here fit first went local).
+    The override made from the replaced plan must not stay in force: the next check drops it and restarts llama-server
+    on the deployed plan, then watches the local plan as such."""
+    world["down"].add("10.0.0.3:50052")
+    for _ in range(3):
+        record = world["check"]()
+        world["now"] += 10
+    assert record["verdict"] == "replanned" and world["override"].exists(), record
+    config(tmp_path, plan=LOCAL_PLAN)
+    record = world["check"]()
+    assert record["verdict"] == "restored" and "earlier deployment" in record["message"], record
+    assert not world["override"].exists() and not (tmp_path / "p.json").exists()
+    assert world["restarts"] == 2
+    assert world["check"]()["verdict"] == "local"
+
+
+def test_an_unexpected_error_is_a_verdict_and_a_line_not_a_traceback(world, monkeypatch, capsys):
+    def broken(endpoints, timeout):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(supervisor, "probe_all", broken)
+    monkeypatch.setattr(supervisor, "established_peers", set)
+    paths = ["--plan", str(world["state_file"].parent / "plan.json"), "--state", str(world["state_file"])]
+    assert supervisor.main([*paths, "--override", str(world["override"]), "check"]) == 1
+    record = json.loads(world["state_file"].read_text())
+    assert record["verdict"] == "error" and "RuntimeError: can't start new thread" in record["message"], record
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("error: the check failed: RuntimeError"), err

@@ -70,3 +70,11 @@ def test_the_behind_lanes_start_with_the_later_lanes_at_a_lower_priority(tmp_pat
     niced = dict(line.rsplit(" ", 1) for line in (tmp_path / "calls.nice").read_text().splitlines())
     assert niced == {"one create": "0", "long verify": "0", "short verify": "5"}
     assert "started (nice 5): short:verify" in done.stdout
+
+
+def test_a_lane_runs_every_item_after_a_failure_and_names_the_failed_ones(tmp_path):
+    done, calls = lanes(tmp_path, "--first", "one:create", "--then", "two three:verify four", fail="two test")
+    assert done.returncode == 1, done.stdout
+    assert calls.index("two test") < calls.index("three verify") < calls.index("four test"), calls
+    assert "=== two FAILED after" in done.stdout and "=== four passed in" in done.stdout
+    assert "=== lane items FAILED: two (of 3)" in done.stdout
