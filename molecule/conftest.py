@@ -9,7 +9,7 @@ import pytest
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if report.failed and call.when in ("setup", "call"):
+    if report.failed:
         from evidence import collect  # noqa: PLC0415 - labtest needs the lab's inventory, set only in verify
         from labtest import inventory_hosts, lab  # noqa: PLC0415
 

@@ -75,11 +75,13 @@ def rows():
     return sorted(data.values(), key=lambda row: (row["fault"], row["key"]))
 
 
-def record(fault, observed, *, ok, recover_s=None, key=None, detail="", source=""):
+def record(fault, observed, *, ok, recover_s=None, key=None, detail="", source="", follow_up=False):
     """Record one observation of fault ``fault`` (1-12). ``ok``: the outcome is the expected one (None: not injected
     here, ``observed`` names the test elsewhere in the collection that injects it).
 
     ``key`` tells apart several observations of one fault (default: the fault number); ``source`` names the test.
+    ``follow_up``: a check made after the fault's test (every shard whole), listed in the report but never counted as
+    the fault observed: only the fault's own test observes it (observed_faults).
     Returns ``ok`` so that a test can ``assert record(...)`` after recording what it saw.
     """
     path = json_path()
@@ -99,11 +101,17 @@ def record(fault, observed, *, ok, recover_s=None, key=None, detail="", source="
         "recover_s": None if recover_s is None else round(float(recover_s), 1),
         "source": source or os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "follow_up": bool(follow_up),
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
     tmp.replace(path)
     return ok is None or bool(ok)
+
+
+def observed_faults():
+    """The faults that their own tests observed in this run (follow-up rows do not count)."""
+    return {row["fault"] for row in rows() if not row.get("follow_up") and row.get("observed")}
 
 
 def _cell(text):

@@ -140,10 +140,15 @@ def test_every_shard_reads_back_with_its_checksum_through_the_model_dir():
 
 
 def test_lsyncd_with_delete_is_neutralised():
+    """pool's lsyncd, as systemd itself reports it (a systemctl that fails fails the test): stopped and masked."""
     node1 = lab("node1")
-    state = node1.run("systemctl --user -M pool@ is-active lsyncd.service").stdout.strip()
-    assert state != "active"
-    assert API_KEY not in node1.file("/etc/llamarpc/coordinator/plan.json").content_string
+    out = node1.run_expect([0], "systemctl --user -M pool@ show -p ActiveState,LoadState lsyncd.service").stdout
+    state = dict(line.split("=", 1) for line in out.split())
+    assert state["LoadState"] == "masked" and state["ActiveState"] in ("inactive", "failed"), state
+
+
+def test_the_deployed_plan_holds_no_api_key():
+    assert API_KEY not in lab("node1").file("/etc/llamarpc/coordinator/plan.json").content_string
 
 
 def test_the_seed_layout_pools_directory_stays_pools_and_is_exported_read_only():

@@ -211,8 +211,9 @@ def test_a_disk_too_small_is_refused_before_any_download():
         f"1000G reserve on every candidate, new model dir: rc {result.returncode}, "
         f"{'says nothing was downloaded' if 'nothing was downloaded' in output else 'NO clear message'}, "
         f"{'no file written on any host' if not left else f'files on {left}'}, changed=0: {changed_nothing(result)}",
-        ok=result.returncode != 0 and "nothing was downloaded" in output and not left,
+        ok=result.returncode != 0 and "nothing was downloaded" in output and not left and changed_nothing(result),
     )
     assert result.returncode != 0
     assert "nothing was downloaded" in output, output[-3000:]
     assert not left
+    assert changed_nothing(result), output[-3000:]
