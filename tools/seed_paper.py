@@ -29,7 +29,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_mode
 
 GIB = 1 << 30
 OUT = ROOT / "docs" / "seed-on-paper.md"
-#: What the seed measured (platform notes, issue #22): the first load and generation.
+#: What the seed measured (platform notes): the first load and generation.
 MEASURED_LOAD_MIN, MEASURED_TPS = 48, 0.52
 #: The seed's context: llama-server's default (-c 0) is the model's trained context.
 SEED_CTX = 32768
@@ -235,7 +235,7 @@ def build():
         "",
         "The seed served Qwen2.5-32B-Instruct Q4_K_M from six VMs of 8 GB: a first load of 48 minutes and 0.52",
         "tokens/s. This page replays that case with the collection's own code, on the model's real tensor table and",
-        "no tensor data (issue #22, item 4). Regenerate it with `python tools/seed_paper.py`.",
+        "no tensor data. Regenerate it with `python tools/seed_paper.py`.",
         "",
         "## The model on paper",
         "",
@@ -365,7 +365,7 @@ def build():
         "- Seeding removes the send, not the SSHFS read: llama-server reads and hashes every weight at each load, so",
         f"  in the seed's layout a warm or seeded load still spends {cold100['read_sshfs']:.0f} s reading shards",
         f"  4-5 over SSHFS (seeded/cold {runs[('seed', 100)]['seeded'] / cold100['total']:.2f}, warm/cold "
-        f"{warm100['total'] / cold100['total']:.2f} at 100 Mbit/s). The issue's target seeded/cold <= 0.3 needs",
+        f"{warm100['total'] / cold100['total']:.2f} at 100 Mbit/s). A seeded/cold ratio of 0.3 or less needs",
         "  the coordinator's shards on its own disk (or a faster path to them), not only seeded workers.",
         f"- Tokens/s is memory bandwidth: {_gb(weighted)} read per token, RPC "
         f"{speed['network_seconds'] / speed['seconds_per_token']:.0%} of a token at 100 Mbit/s. The seed's "
