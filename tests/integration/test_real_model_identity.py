@@ -100,6 +100,9 @@ def answers(bin_dir, real_model, tmp_path_factory):
             "cluster": (*rpc_args, "--log-verbosity", "4"),
             "single": ("--device", "none", "--no-repack"),
             "single-repacked": ("--device", "none", "--log-verbosity", "4"),
+            # The positive control that runs on every CPU: the same file with another RoPE base is another
+            # computation, and its ids must differ, or the comparison could not tell anything apart.
+            "single-detuned": ("--device", "none", "--no-repack", "--rope-freq-base", "100"),
         }
         for name, extra in runs.items():
             started, port = server(bin_dir, real_model, workdir, name, *extra)
@@ -120,10 +123,10 @@ def test_the_cluster_gives_the_same_token_ids_as_one_process(answers):
     assert answers["cluster"] == answers["single"]
 
 
-def test_the_comparison_can_fail_repacked_weights_give_other_ids(answers):
-    # Only where this CPU has repacking kernels for the model's types (x86 with AVX2 here): elsewhere both runs
-    # compute alike and there is nothing to tell apart.
-    log = answers["single-repacked log"]
-    if not re.search(r"CPU_REPACK model buffer size = +[1-9]", log):
-        pytest.skip("llama.cpp repacked no weight on this CPU")
-    assert answers["single-repacked"] != answers["single"]
+def test_the_comparison_can_fail(answers):
+    # Another computation of the same weights gives other ids: on every CPU, another RoPE base; where this CPU has
+    # repacking kernels for the model's types (x86 with AVX2), repacked weights too (elsewhere both runs compute
+    # alike and there is nothing to tell apart).
+    assert answers["single-detuned"] != answers["single"]
+    if re.search(r"CPU_REPACK model buffer size = +[1-9]", answers["single-repacked log"]):
+        assert answers["single-repacked"] != answers["single"]

@@ -14,6 +14,8 @@ import yaml
 from conftest import COORDINATOR, FILES, MODEL_DIR, MODEL_OUT, WORK
 from labtest import BIN, INVENTORY, REPO, adhoc, ansible_env, lab
 
+pytestmark = pytest.mark.needs_llama  # make test fails it, not skips it, without a build
+
 PROBE = Path(__file__).with_name("llama_probe.py")
 REMOTE_BIN = "/opt/llamarpc-test/llama"
 
