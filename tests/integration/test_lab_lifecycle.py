@@ -165,7 +165,8 @@ def netns_exec():
 
 def test_the_bandwidth_cap_holds_both_ways(lab):
     """tbf on both sides of the host's link: 4 MB each way comes through at no more than the cap (a loaded machine
-    only slows it; without the cap a veth pair carries gigabits per second)."""
+    only slows it; without the cap a veth pair carries gigabits per second), and the kernel holds the cap at exactly
+    the rate asked on both ends."""
     del lab
     bridge, host = addresses()
     size = 4_000_000
@@ -176,6 +177,26 @@ def test_the_bandwidth_cap_holds_both_ways(lab):
     )
     assert up <= CAP_BITS * 1.15, up
     assert down <= CAP_BITS * 1.15, down
+    # What the cap is, read from the kernel (a measured lower bound would depend on the machine's load): a tbf at
+    # exactly the asked rate at the root of both ends of the host's link.
+    assert tbf_rates() == {"controller side": CAP_BITS, "host side": CAP_BITS}
+
+
+def tbf_rates():
+    """The root tbf's rate in bit/s on the controller's end of the host's link and on the host's eth0."""
+
+    def show(*command):
+        return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+    def rate(qdiscs):
+        root = [qdisc for qdisc in qdiscs if qdisc.get("root")]
+        return root[0]["options"]["rate"] * 8 if root and root[0]["kind"] == "tbf" else root
+
+    (veth,) = [port["ifname"] for port in show("ip", "-j", "link", "show", "master", BRIDGE)]
+    return {
+        "controller side": rate(show("tc", "-j", "qdisc", "show", "dev", veth)),
+        "host side": rate(show("tc", "-n", Path(NETNS).name, "-j", "qdisc", "show", "dev", "eth0")),
+    }
 
 
 def test_a_host_whose_nspawn_died_is_killed_before_it_boots_again(lab):
