@@ -66,7 +66,9 @@ def probe_all(endpoints, timeout):
 
 
 def established_peers(tables=("/proc/net/tcp", "/proc/net/tcp6")):
-    """``host:port`` of every peer this host has an ESTABLISHED TCP connection to (IPv4 peers)."""
+    """``host:port`` of every peer this host has an ESTABLISHED TCP connection to (IPv4 peers) that acknowledges what
+    is sent to it: a connection in retransmission timeouts (``retrnsmt`` > 0: a host that lost power sends no FIN, and
+    the connection stays ESTABLISHED for many minutes) does not count."""
     peers = set()
     for table in tables:
         try:
@@ -76,7 +78,7 @@ def established_peers(tables=("/proc/net/tcp", "/proc/net/tcp6")):
             continue
         for row in rows:
             fields = row.split()
-            if len(fields) < 4 or fields[3] != "01":
+            if len(fields) < 7 or fields[3] != "01" or int(fields[6], 16) != 0:
                 continue
             address, port = fields[2].split(":")
             if len(address) == 32:  # IPv6 table: only IPv4-mapped peers (::ffff:a.b.c.d) are ours

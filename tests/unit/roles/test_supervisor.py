@@ -21,18 +21,20 @@ SPEC.loader.exec_module(supervisor)
 GIB = 1 << 30
 
 
-def test_established_peers_parses_ipv4_and_mapped_ipv6(tmp_path):
+def test_established_peers_parses_ipv4_and_mapped_ipv6_and_skips_dead_peers(tmp_path):
     tcp = tmp_path / "tcp"
     tcp.write_text(
-        "  sl  local_address rem_address   st\n"
-        "   0: 0B00D50A:8F1A 0C00D50A:C3C4 01 0\n"  # 10.213.0.11:36634 -> 10.213.0.12:50116 established
-        "   1: 0B00D50A:8F1B 0D00D50A:C3C4 06 0\n"  # TIME_WAIT: ignored
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt\n"
+        "   0: 0B00D50A:8F1A 0C00D50A:C3C4 01 00000000:00000000 00:00000000 00000000\n"  # established: 10.213.0.12
+        "   1: 0B00D50A:8F1B 0D00D50A:C3C4 06 00000000:00000000 00:00000000 00000000\n"  # TIME_WAIT: ignored
+        # Established, but in its third retransmission timeout: a peer that lost power (no FIN) is not held.
+        "   2: 0B00D50A:8F1C 0F00D50A:C3C4 01 00000080:00000000 01:000004B0 00000003\n"
     )
     tcp6 = tmp_path / "tcp6"
     tcp6.write_text(
-        "  sl  local_address rem_address   st\n"
-        "   0: 0000000000000000FFFF00000B00D50A:1F90 0000000000000000FFFF00000E00D50A:C354 01 0\n"
-        "   1: 00000000000000000000000001000000:1F90 00000000000000000000000001000000:C354 01 0\n"
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt\n"
+        "   0: 0000000000000000FFFF00000B00D50A:1F90 0000000000000000FFFF00000E00D50A:C354 01 0:0 00:0 00000000\n"
+        "   1: 00000000000000000000000001000000:1F90 00000000000000000000000001000000:C354 01 0:0 00:0 00000000\n"
     )
     assert supervisor.established_peers((str(tcp), str(tcp6))) == {"10.213.0.12:50116", "10.213.0.14:50004"}
 
