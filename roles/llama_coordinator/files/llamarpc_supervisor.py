@@ -29,6 +29,7 @@ Files: the deployed plan (``plan.json``, written by the role), the runtime overr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import http.client
 import importlib
@@ -178,8 +179,10 @@ def env_text(plan, digest):
 
 
 def drop_override(args):
+    """Remove the override and the plan in force; site.yml's handler may have removed them meanwhile (a deployment
+    that ran beside this check)."""
     for path in (args.override, args.plan_in_force):
-        if os.path.exists(path):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
 

@@ -363,3 +363,24 @@ def test_an_unexpected_error_is_a_verdict_and_a_line_not_a_traceback(world, monk
     assert record["verdict"] == "error" and "RuntimeError: can't start new thread" in record["message"], record
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("error: the check failed: RuntimeError"), err
+
+
+def test_a_deployment_beside_the_check_that_drops_the_override_first_is_no_error(world, monkeypatch):
+    """site.yml's handler removes the override while a check that saw it is about to restore the deployed plan (every
+    worker back): the old check's unlink raised FileNotFoundError and the unit failed (exit 1)."""
+    world["down"].add("10.0.0.3:50052")
+    for _ in range(3):
+        world["check"]()
+        world["now"] += 10
+    assert world["override"].exists()
+    world["down"].clear()
+    observe = supervisor.observe
+
+    def observe_then_deploy(*args):
+        seen = observe(*args)
+        world["override"].unlink()  # the handler, between this check's look and its clean-up
+        return seen
+
+    monkeypatch.setattr(supervisor, "observe", observe_then_deploy)
+    record = world["check"]()
+    assert record["verdict"] == "restored" and not record["override"], record
