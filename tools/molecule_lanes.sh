@@ -48,7 +48,9 @@ run_item() {  # item start : one lane item (see the header)
     for index in "${!steps[@]}"; do
       step=${steps[$index]}
       if ! PYTHONUNBUFFERED=1 molecule "$step" -s "$scenario" 2>&1 | step_clock "$scenario" "$start"; then
-        # As `molecule test` does: a failed step still removes the lab when a destroy step was to follow.
+        # As `molecule test` does: a failed step leaves the lab's evidence (the cleanup playbook) and still removes the
+        # lab when a destroy step was to follow.
+        molecule cleanup -s "$scenario" 2>&1 | grep -E '=== lab evidence' | tr -d '"'
         if [[ " ${steps[*]:index+1} " == *" destroy "* ]]; then "$molecule" destroy -s "$scenario" > /dev/null 2>&1; fi
         return 1
       fi

@@ -1,6 +1,7 @@
 """What a failed lab test leaves behind: every host's ``llamarpc-*`` units and their journals, the coordinator's
-deployed plan, the supervisor's state, override and plan in force, saved under tests/output/evidence/ before the
-scenario's destroy removes the lab (molecule/conftest.py calls it from pytest's report hook)."""
+deployed plan, the supervisor's state, override and plan in force (evidence.sh), saved under tests/output/evidence/
+before the scenario's destroy removes the lab (molecule/conftest.py calls it from pytest's report hook; a failed
+converge or idempotence step is covered by the cleanup playbook evidence.yml, which runs the same script)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,9 @@ import os
 import re
 from pathlib import Path
 
-#: Read on every host, each section under its own header; a host that does not answer is noted, never fatal.
-HOST_SCRIPT = r"""
-section() { printf '\n===== %s\n' "$1"; }
-section date; date --iso-8601=ns; uptime
-section units; systemctl list-units --all --no-pager --plain 'llamarpc-*'
-section status; systemctl status --no-pager --full 'llamarpc-*' 2>&1
-section journal; journalctl -b --no-pager -o short-iso-precise -u 'llamarpc-*' 2>&1 | tail -n 4000
-for file in /etc/llamarpc/coordinator/plan.json /etc/llamarpc/coordinator/*.env /run/llamarpc/coordinator/*; do
-  [ -f "$file" ] || continue
-  section "$file"; stat -c '%y %s bytes' "$file"; cat "$file"
-done
-true
-"""
+#: Read on every host (as the cleanup playbook evidence.yml runs it after a failed step); a host that does not answer
+#: is noted, never fatal.
+HOST_SCRIPT = Path(__file__).with_name("evidence.sh").read_text(encoding="utf-8")
 
 ROOT = Path(__file__).resolve().parents[2] / "tests" / "output" / "evidence"
 
