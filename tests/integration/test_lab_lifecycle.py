@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from ansible_run import ansible_playbook
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import netns_pids
+from ansible_collections.llamarpc.lab.plugins.module_utils._lab import netns_pids
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root")
 

@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = identity.LOOPBACK
 N1, N2 = 8, 40
 PROMPT = "Six small machines"
-# tools/tiny_gguf.py's "tiny" preset: 8 blocks, 256 wide, a vocabulary of 1024.
+# lab/tools/tiny_gguf.py's "tiny" preset: 8 blocks, 256 wide, a vocabulary of 1024.
 N_EMBD, N_VOCAB = 256, 1024
 REPLY_HEADER = 8
 

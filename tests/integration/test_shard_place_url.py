@@ -45,7 +45,7 @@ def free_port():
 
 
 def make_model(tmp_path_factory):
-    """The tiny model in 3 shards (tools/tiny_gguf.py), with sizes and sha256."""
+    """The tiny model in 3 shards (lab/tools/tiny_gguf.py), with sizes and sha256."""
     sys.path.insert(0, str(REPO / "tools"))
     import tiny_gguf  # noqa: PLC0415
 

@@ -6,7 +6,7 @@ starts it: its ExecStartPre commands (verify, then prune) and its ExecStart, ren
   the same worker serves the bad file and the tokens differ.
 - The cache cap (llama_rpc_worker_cache_max_size) holds after a load that exceeds it.
 
-The model is tools/tiny_gguf.py's ``cache`` preset (14 tensors of 10-21 MiB go to the worker and its cache). Only
+The model is lab/tools/tiny_gguf.py's ``cache`` preset (14 tensors of 10-21 MiB go to the worker and its cache). Only
 127.0.0.1 is contacted.
 """
 

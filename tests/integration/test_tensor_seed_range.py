@@ -1,7 +1,7 @@
 """tensor_cache_seed for real: ansible-playbook on this machine seeds a worker's tensor cache, the tensors of the
 shard it lacks fetched by HTTP Range from nginx on loopback.
 
-The worker holds shard 2 of the tiny model (tools/tiny_gguf.py); shard 1 is served by nginx (Debian's, our own
+The worker holds shard 2 of the tiny model (lab/tools/tiny_gguf.py); shard 1 is served by nginx (Debian's, our own
 config on a free loopback port) whose access log records each request's status, Range header and body bytes sent.
 
 - Fetched by Range, each tensor lands under the same name with the same bytes as a local copy; nginx sent exactly

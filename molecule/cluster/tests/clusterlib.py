@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 from labtest import EVENTUALLY, INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _lab, _paths
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+from ansible_collections.llamarpc.lab.plugins.module_utils import _lab
 
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080

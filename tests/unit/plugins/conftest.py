@@ -245,16 +245,6 @@ def server_problems(servers):
     return problems
 
 
-@pytest.fixture
-def closed_port():
-    """A loopback port where nothing listens (bound once to get a free number, then closed)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
 @pytest.fixture(scope="session")
 def hasher(tmp_path_factory):
     """The worker role's FNV-1a helper (llamarpc-fnv1a), compiled as the role compiles it on the host."""

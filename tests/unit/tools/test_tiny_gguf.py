@@ -1,4 +1,4 @@
-"""Unit tests of tools/tiny_gguf.py: preset table, shard plans, GGUF layout, determinism, idempotency, CLI."""
+"""Unit tests of lab/tools/tiny_gguf.py: preset table, shard plans, GGUF layout, determinism, idempotency, CLI."""
 
 from __future__ import annotations
 

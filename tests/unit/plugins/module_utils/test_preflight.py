@@ -341,6 +341,11 @@ def _yaml_files():
         "roles/*/handlers/*.yml",
         "roles/*/defaults/*.yml",
         "roles/*/vars/*.yml",
+        # The lab collection's: its inventory and playbooks set names that site.yml's preflight must know.
+        "lab/benchmarks/*.yml",
+        "lab/playbooks/*.yml",
+        "lab/roles/*/tasks/*.yml",
+        "lab/roles/*/defaults/*.yml",
     ]
     return sorted({path for pattern in patterns for path in REPO.glob(pattern)})
 
@@ -353,7 +358,7 @@ def collection_names():
         for document in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_AnyTagLoader):
             _walk(document, found, origin)
     # Inventory variables written by the lab role's template.
-    template = REPO / "roles/lab/templates/hosts.yml.j2"
+    template = REPO / "lab/roles/lab/templates/hosts.yml.j2"
     for name in re.findall(r"^\s+([a-z0-9_]+):", template.read_text(encoding="utf-8"), re.MULTILINE):
         if PREFIXED.fullmatch(name):
             found.setdefault(name, str(template.relative_to(REPO)))
@@ -407,7 +412,15 @@ def test_the_known_list_holds_no_role_option_twice_and_no_stale_name():
     assert not set(names) & options
     texts = "\n".join(
         path.read_text(encoding="utf-8")
-        for pattern in ("roles/**/*", "playbooks/*.yml", "playbooks/tasks/*.yml", "plugins/modules/*.py", "README.md")
+        for pattern in (
+            "roles/**/*",
+            "playbooks/*.yml",
+            "playbooks/tasks/*.yml",
+            "plugins/modules/*.py",
+            "README.md",
+            "lab/roles/**/*",
+            "lab/playbooks/*.yml",
+        )
         for path in REPO.glob(pattern)
         if path.is_file() and (path.name != "preflight.yml" or path == REPO / "playbooks/preflight.yml")
     )
