@@ -39,8 +39,9 @@ import pytest
 import test_real_model_identity as identity
 from conftest import tiny_model
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _llama_smoke
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_wire as wire
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _delay_proxy
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_wire as wire
 
 pytestmark = pytest.mark.needs_llama
 bin_dir = identity.bin_dir  # its fixture: the llama.cpp build to run

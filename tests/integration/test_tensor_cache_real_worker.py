@@ -22,7 +22,7 @@ import pytest
 import test_real_model_identity as identity
 from conftest import tiny_model
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
 
 pytestmark = pytest.mark.needs_llama
 bin_dir = identity.bin_dir  # its fixture: the llama.cpp build to run

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from test_shard_place_url import NGINX, PLAYBOOK, REPO, free_port, stop, wait_listening
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed as ts
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed as ts
 
 THRESHOLD = 300 * 1024  # the tiny model's FFN matrices, embedding and output are over it
 SLOW = "64k"  # the Range-ignoring server's rate: what it manages to send before the seeder hangs up stays small

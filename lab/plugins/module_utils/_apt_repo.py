@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._dpkg import simulation_entries
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages._dpkg import simulation_entries
 
 # Bump when the layout of a repository or the way it is resolved changes: cached repositories are rebuilt.
 REPO_RECIPE = 1

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 
 MAX_TEST_PAYLOAD = 1 << 16
 
