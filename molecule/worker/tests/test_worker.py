@@ -149,7 +149,7 @@ def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
 
 def large_offloaded_tensor_bytes():
     """Sizes of the cache preset's tensors that go to workers and are over the 10 MiB cache threshold."""
-    sys.path.insert(0, str(REPO / "tools"))
+    sys.path.insert(0, str(REPO / "lab" / "tools"))
     import tiny_gguf  # noqa: PLC0415 - the generator script, not an installed package
 
     return [
