@@ -30,14 +30,14 @@ space := $(empty) $(empty)
 .PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
 
 demo: setup
-	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
-	$(PLAYBOOK) playbooks/demo.yml -e llamarpc_mesh_provider=$(MESH)
+	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml
+	$(PLAYBOOK) lab/playbooks/demo.yml -e llamarpc_mesh_provider=$(MESH)
 
-# The benchmark on its own lab (benchmarks/lab.yml: six hosts, coordinator link capped at 100 Mbit/s): cluster
+# The benchmark on its own lab (lab/benchmarks/lab.yml: six hosts, coordinator link capped at 100 Mbit/s): cluster
 # deployed with the model BENCH_MODEL, then playbooks/benchmark.yml; report in benchmarks/results/<time>/. Not part of
-# `make test`. BENCH_MODEL is `cache` (tools/tiny_gguf.py's preset: synthetic, every block matrix over the RPC tensor
-# cache's 10 MiB) or `real` (Gemma 3 270M Q4_K_M from PyPI, playbooks/real_model.yml; its settings in
-# benchmarks/real.yml). BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5, or
+# `make test`. BENCH_MODEL is `cache` (lab/tools/tiny_gguf.py's preset: synthetic, every block matrix over the RPC tensor
+# cache's 10 MiB) or `real` (Gemma 3 270M Q4_K_M from PyPI, lab/playbooks/real_model.yml; its settings in
+# lab/benchmarks/real.yml). BENCH_ARGS passes more options (e.g. -e llama_benchmark_repeats=5, or
 # -e '{"llama_benchmark_configurations": ["single", "B-planned-cold", "B-planned-warm", "B-planned-seeded"]}' for those
 # alone). B-planned-seeded empties the planned workers' tensor caches, seeds them as the coordinator role does (a
 # shard a worker lacks comes from the controller's copy, served by nginx on the lab bridge, not through node1) and
@@ -45,14 +45,14 @@ demo: setup
 # paper (tools/seed_paper.py --json). `make bench-down` removes the lab.
 BENCH_INVENTORY := inventories/bench/hosts.yml
 BENCH_MODEL ?= cache
-BENCH_VARS := benchmarks/cluster.yml $(if $(filter real,$(BENCH_MODEL)),benchmarks/real.yml)
+BENCH_VARS := lab/benchmarks/cluster.yml $(if $(filter real,$(BENCH_MODEL)),lab/benchmarks/real.yml)
 bench: setup
 	@case "$(BENCH_MODEL)" in cache|real) ;; *) echo "BENCH_MODEL is cache or real, not $(BENCH_MODEL)" >&2; exit 2;; esac
-	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml -e @benchmarks/lab.yml
+	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml -e @lab/benchmarks/lab.yml
 ifeq ($(BENCH_MODEL),real)
-	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/real_model.yml
+	$(PLAYBOOK) -i $(BENCH_INVENTORY) lab/playbooks/real_model.yml
 else
-	$(BIN)/python tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
+	$(BIN)/python lab/tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
 endif
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml $(BENCH_VARS:%=-e @%)
 	$(BIN)/python tools/seed_paper.py --json .cache/seed-paper.json
@@ -62,7 +62,7 @@ endif
 		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": [$(subst $(space),$(comma),$(BENCH_VARS:%="$(CURDIR)/%"))]}' $(BENCH_ARGS)
 
 bench-down:
-	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml -e @benchmarks/lab.yml
+	$(PLAYBOOK) -i localhost, lab/playbooks/lab_down.yml -e @lab/benchmarks/lab.yml
 
 # Each step timed (tools/steps.sh); the integration tests run in a lane beside the molecule scenarios, after the
 # worker scenario has built llama.cpp (once, cached), which they use.
@@ -122,10 +122,10 @@ test-webui: setup
 	$(BIN)/molecule test -s webui
 
 lab-up: setup
-	$(PLAYBOOK) -i localhost, playbooks/lab_up.yml
+	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml
 
 lab-down: setup
-	$(PLAYBOOK) -i localhost, playbooks/lab_down.yml
+	$(PLAYBOOK) -i localhost, lab/playbooks/lab_down.yml
 
 clean: lab-down
 	rm -rf $(VENV) .cache tests/output

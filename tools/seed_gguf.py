@@ -31,7 +31,7 @@ from gguf import GGUFWriter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _model_profile as mp  # noqa: E402
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _model_profile as mp  # noqa: E402
 
 SHAPE = mp.QWEN25_32B
 ARCH = SHAPE["architecture"]

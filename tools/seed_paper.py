@@ -2,8 +2,8 @@
 
 Writes the headers of Qwen2.5-32B-Instruct Q4_K_M (tools/seed_gguf.py) into a temporary directory, reads them as the
 llama_cluster_plan module does, plans the seed's six 8 GB nodes and five 6 GB ones, and predicts load time and
-tokens/s with plugins/module_utils/_perf_model.py for a cold load as today, a seeded one and a warm one, at 100 Mbit/s
-and 1 Gbit/s, next to what the seed measured, with the assumptions and how each figure moves with them.
+tokens/s with plugins/module_utils/plan/_perf_model.py for a cold load as today, a seeded one and a warm one, at
+100 Mbit/s and 1 Gbit/s, next to what the seed measured, with the assumptions and how each figure moves with them.
 
     python tools/seed_paper.py [--out docs/seed-on-paper.md]
 
@@ -23,9 +23,9 @@ sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "tools")]
 
 import seed_gguf  # noqa: E402 - found through the path above
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner  # noqa: E402
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf_header  # noqa: E402
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf  # noqa: E402
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header  # noqa: E402
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as planner  # noqa: E402
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as perf  # noqa: E402
 
 GIB = 1 << 30
 OUT = ROOT / "docs" / "seed-on-paper.md"

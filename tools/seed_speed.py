@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed as ts
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed as ts
 
 
 def cpu_seconds():

@@ -12,8 +12,8 @@ import posixpath
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_source as source
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_options import PLACE
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_source as source
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_options import PLACE
 
 MODULE = "llamarpc.cluster.gguf_shard_place"
 

@@ -4,17 +4,17 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """gguf_shard_plan (documented in plugins/modules/gguf_shard_plan.py): runs on the controller only and never
 connects. Resolves the source once, reads every candidate's gguf_shard_facts report from its facts, plans
-(module_utils/_shard_plan_run.py) and returns what each host's gguf_shard_place is to do."""
+(module_utils/shards/_shard_plan_run.py) and returns what each host's gguf_shard_place is to do."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_plan_run as plan_run
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_source as source
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_options import PLAN
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_plan import PlanError
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_plan_run as plan_run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_source as source
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_options import PLAN
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import PlanError
 
 
 class ActionModule(ActionBase):

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of llama_cpp_build_cache (documented in plugins/modules/llama_cpp_build_cache.py): the
 controller's cache of llama.cpp builds, read and written as the controller's own user (no connection, no become).
-The key and the entry's checks are module_utils/_llama_platform.py."""
+The key and the entry's checks are module_utils/llama_cpp/_llama_platform.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import shutil
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_platform as lp
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build import (
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_platform as lp
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
     BuildError,
     helper_sources,
     sha256_file,

@@ -3,14 +3,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of llama_cpp_build_check (documented in plugins/modules/llama_cpp_build_check.py): the build
-host's platform facts against every node's, from ``hostvars``; the comparison is module_utils/_llama_platform.py."""
+host's platform facts against every node's, from ``hostvars``; the comparison is
+module_utils/llama_cpp/_llama_platform.py."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_platform import compat_problems
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_platform import compat_problems
 
 ARGUMENT_SPEC = {
     "build_host": {"type": "str", "required": True},

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of llama_plan_report (documented in plugins/modules/llama_plan_report.py): the predictions and the
-text come from module_utils/_plan_report.py; this plugin writes the JSON on the controller and never connects."""
+text come from module_utils/plan/_plan_report.py; this plugin writes the JSON on the controller and never connects."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _plan_report as report
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as shard_fetch
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_report as report
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch as shard_fetch
 
 ARGUMENT_SPEC = {
     "model": {"type": "dict", "required": True},

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of preflight: one host's variables checked before anything changes (documented in
-plugins/modules/preflight.py; the checks themselves are module_utils/_preflight.py).
+plugins/modules/preflight.py; the checks themselves are module_utils/preflight/_preflight.py).
 
 Runs on the controller only, with public interfaces: the task's own variables (exact for this host: inventory, play
 and extra vars), ``hostvars`` and ``ansible_play_hosts_all`` for the other hosts' mesh addresses, and the roles'
@@ -19,7 +19,7 @@ from ansible.errors import AnsibleActionFail, AnsibleError, AnsibleUndefinedVari
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _preflight as pf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.preflight import _preflight as pf
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 MESH_ROLES = ("tailscale", "wireguard")  # llamarpc_mesh_provider values that include a role of that name

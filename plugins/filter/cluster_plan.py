@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The endpoints llama-server is connected to now, the workers to seed before a load, and the peers they read shards
-from (module_utils/_coordinator_state)."""
+from (module_utils/plan/_coordinator_state)."""
 
 # Each filter is documented beside this file, in plugins/filter/<filter name>.yml.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llamarpc.cluster.plugins.filter.mesh import mesh_address
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _coordinator_state
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coordinator_state
 
 
 def serving_endpoints(env_reads, health_status=0):

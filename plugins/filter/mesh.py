@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _mesh, _tailscale, _wireguard
+from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import _mesh, _tailscale, _wireguard
 
 
 def mesh_address(name, variables):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _sshfs
 
 
 def systemd_escape_path(path):

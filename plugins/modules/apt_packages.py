@@ -94,7 +94,7 @@ simulation_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _dpkg
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages import _dpkg
 
 ARGUMENT_SPEC = {
     "name": {"type": "list", "elements": "str", "required": True},

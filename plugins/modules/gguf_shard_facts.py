@@ -75,8 +75,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_options import FACTS
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_options import FACTS
 
 
 def main():

@@ -179,8 +179,8 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_options import PLACE
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_place_run import run_module
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_options import PLACE
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_place_run import run_module
 
 
 def main():

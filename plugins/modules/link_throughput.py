@@ -122,7 +122,7 @@ peer:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._link import (
+from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._link import (
     LinkError,
     memory_bandwidth,
     read_file,

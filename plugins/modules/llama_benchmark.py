@@ -363,7 +363,7 @@ report:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import run_module
+from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._bench_run import run_module
 
 
 def main():

@@ -290,10 +290,10 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.formatters import human_to_bytes
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _coordinator_state as state
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _perf_model as perf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as planner
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coordinator_state as state
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as perf
 
 # What the planner reads of a model summary (_cluster_plan.summarize).
 MODEL_KEYS = (

@@ -324,9 +324,9 @@ manifest:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build import DEFAULT_TARGETS, BuildError
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build_run import run_module
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_build_stage import StepFailed
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import DEFAULT_TARGETS, BuildError
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build_run import run_module
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build_stage import StepFailed
 
 
 def main():

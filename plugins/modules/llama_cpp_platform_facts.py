@@ -83,7 +83,7 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._llama_platform import platform_from
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_platform import platform_from
 
 
 def read(path):

@@ -96,7 +96,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
 
 
 def main():

@@ -65,7 +65,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _ports
+from ansible_collections.llamarpc.cluster.plugins.module_utils.preflight import _ports
 
 
 def main():

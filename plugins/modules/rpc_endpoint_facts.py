@@ -255,7 +255,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._rpc_endpoints import ARGUMENT_SPEC, run_module
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc._rpc_endpoints import ARGUMENT_SPEC, run_module
 
 
 def main():

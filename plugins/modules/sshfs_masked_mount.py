@@ -247,7 +247,7 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._sshfs_mount import run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._sshfs_mount import run
 
 ARGUMENT_SPEC = {
     "path": {"type": "path", "required": True},

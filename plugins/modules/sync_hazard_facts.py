@@ -251,7 +251,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._sync_scan import Scanner, validate_params
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sync._sync_scan import Scanner, validate_params
 
 
 def main():

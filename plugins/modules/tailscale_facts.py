@@ -103,7 +103,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._tailscale import read_node
+from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh._tailscale import read_node
 
 
 def main():

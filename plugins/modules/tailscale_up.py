@@ -90,7 +90,7 @@ tailscale:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tailscale
+from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import _tailscale
 
 
 def main():

@@ -251,7 +251,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._tensor_seed import (
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache._tensor_seed import (
     ARGUMENT_SPEC,
     MODULE_RULES,
     run_module,

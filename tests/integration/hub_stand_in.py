@@ -2,7 +2,7 @@
 expects the real hub to serve it, and its files' bytes from a second origin the way the hub's CDN does.
 
 Test support, not a hub: it answers only what the collection uses (plugins/action/gguf_shard_plan.py on the
-controller, plugins/module_utils/_shard_fetch.py on the hosts), modelled on huggingface_hub's client code
+controller, plugins/module_utils/shards/_shard_fetch.py on the hosts), modelled on huggingface_hub's client code
 (hf_api.py ``list_repo_tree``, file_download.py ``get_hf_file_metadata`` and ``hf_hub_url``):
 
 - ``GET /api/models/REPO/tree/REV[/PATH]?recursive=&expand=``: a JSON list of ``{"type": "file", "oid", "size",

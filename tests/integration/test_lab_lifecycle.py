@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from ansible_run import ansible_playbook
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import netns_pids
+from ansible_collections.llamarpc.lab.plugins.module_utils._lab import netns_pids
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root")
 
@@ -70,7 +70,7 @@ def lab(tmp_path_factory):
     )
 
     def run(playbook):
-        result = ansible_playbook("-i", "localhost,", f"playbooks/{playbook}.yml", "-e", variables, timeout=900)
+        result = ansible_playbook("-i", "localhost,", f"lab/playbooks/{playbook}.yml", "-e", variables, timeout=900)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
         return result.stdout
 

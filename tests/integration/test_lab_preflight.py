@@ -50,7 +50,7 @@ def test_bad_input_fails_before_anything_is_created(tmp_path, extra, message):
     variables.update(extra)
     before = lab_objects(name)
     result = subprocess.run(
-        [str(PLAYBOOK), "-i", "localhost,", "playbooks/lab_up.yml", "-e", json.dumps(variables)],
+        [str(PLAYBOOK), "-i", "localhost,", "lab/playbooks/lab_up.yml", "-e", json.dumps(variables)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build as lb
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build as lb
 
 pytestmark = pytest.mark.skipif(platform.machine() not in lb.X86_ARCHES, reason="x86 only")
 

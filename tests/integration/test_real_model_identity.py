@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 
 pytestmark = pytest.mark.needs_llama
 

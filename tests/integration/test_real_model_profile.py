@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _model_profile as mp
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _model_profile as mp
 
 
 def test_gemma_is_mostly_embedding_and_almost_nothing_of_it_is_cached(real_model):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 
 pytestmark = pytest.mark.needs_llama
 

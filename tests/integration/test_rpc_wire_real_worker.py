@@ -39,8 +39,9 @@ import pytest
 import test_real_model_identity as identity
 from conftest import tiny_model
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _llama_smoke
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_wire as wire
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _delay_proxy
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_wire as wire
 
 pytestmark = pytest.mark.needs_llama
 bin_dir = identity.bin_dir  # its fixture: the llama.cpp build to run
@@ -49,7 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = identity.LOOPBACK
 N1, N2 = 8, 40
 PROMPT = "Six small machines"
-# tools/tiny_gguf.py's "tiny" preset: 8 blocks, 256 wide, a vocabulary of 1024.
+# lab/tools/tiny_gguf.py's "tiny" preset: 8 blocks, 256 wide, a vocabulary of 1024.
 N_EMBD, N_VOCAB = 256, 1024
 REPLY_HEADER = 8
 

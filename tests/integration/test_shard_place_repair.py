@@ -26,7 +26,7 @@ import pytest
 import test_shard_place_url as url_tests
 from test_shard_place_url import REPO, free_port, kill_tree, run_play, sha256, start_play, urls_of
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch as sf
 
 model = url_tests.model  # the tiny model and its nginx, as the URL tests have them
 nginx = url_tests.nginx

@@ -45,8 +45,8 @@ def free_port():
 
 
 def make_model(tmp_path_factory):
-    """The tiny model in 3 shards (tools/tiny_gguf.py), with sizes and sha256."""
-    sys.path.insert(0, str(REPO / "tools"))
+    """The tiny model in 3 shards (lab/tools/tiny_gguf.py), with sizes and sha256."""
+    sys.path.insert(0, str(REPO / "lab" / "tools"))
     import tiny_gguf  # noqa: PLC0415
 
     out = tmp_path_factory.mktemp("model")

@@ -6,7 +6,7 @@ starts it: its ExecStartPre commands (verify, then prune) and its ExecStart, ren
   the same worker serves the bad file and the tokens differ.
 - The cache cap (llama_rpc_worker_cache_max_size) holds after a load that exceeds it.
 
-The model is tools/tiny_gguf.py's ``cache`` preset (14 tensors of 10-21 MiB go to the worker and its cache). Only
+The model is lab/tools/tiny_gguf.py's ``cache`` preset (14 tensors of 10-21 MiB go to the worker and its cache). Only
 127.0.0.1 is contacted.
 """
 
@@ -22,7 +22,7 @@ import pytest
 import test_real_model_identity as identity
 from conftest import tiny_model
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
 
 pytestmark = pytest.mark.needs_llama
 bin_dir = identity.bin_dir  # its fixture: the llama.cpp build to run

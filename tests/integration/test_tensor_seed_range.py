@@ -1,7 +1,7 @@
 """tensor_cache_seed for real: ansible-playbook on this machine seeds a worker's tensor cache, the tensors of the
 shard it lacks fetched by HTTP Range from nginx on loopback.
 
-The worker holds shard 2 of the tiny model (tools/tiny_gguf.py); shard 1 is served by nginx (Debian's, our own
+The worker holds shard 2 of the tiny model (lab/tools/tiny_gguf.py); shard 1 is served by nginx (Debian's, our own
 config on a free loopback port) whose access log records each request's status, Range header and body bytes sent.
 
 - Fetched by Range, each tensor lands under the same name with the same bytes as a local copy; nginx sent exactly
@@ -24,7 +24,7 @@ import pytest
 import yaml
 from test_shard_place_url import NGINX, PLAYBOOK, REPO, free_port, stop, wait_listening
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed as ts
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed as ts
 
 THRESHOLD = 300 * 1024  # the tiny model's FFN matrices, embedding and output are over it
 SLOW = "64k"  # the Range-ignoring server's rate: what it manages to send before the seeder hangs up stays small
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.skipif(not Path(NGINX).exists(), reason="needs nginx (
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    sys.path.insert(0, str(REPO / "tools"))
+    sys.path.insert(0, str(REPO / "lab" / "tools"))
     import tiny_gguf  # noqa: PLC0415
 
     return tiny_gguf.generate(tmp_path_factory.mktemp("model"), preset="tiny", shards=2, seed=4)

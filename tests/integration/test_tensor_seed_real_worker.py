@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 import test_real_model_identity as identity
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _delay_proxy, _llama_smoke
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed as ts
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _delay_proxy
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed as ts
 
 pytestmark = pytest.mark.needs_llama
 bin_dir = identity.bin_dir  # its fixture: the llama.cpp build to run

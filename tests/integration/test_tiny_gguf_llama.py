@@ -1,4 +1,4 @@
-"""tools/tiny_gguf.py models against the real llama.cpp binaries in $LLAMARPC_LLAMA_BIN_DIR.
+"""lab/tools/tiny_gguf.py models against the real llama.cpp binaries in $LLAMARPC_LLAMA_BIN_DIR.
 
 Skipped unless LLAMARPC_LLAMA_BIN_DIR names a directory with llama-server and llama-gguf-split (and their
 lib*.so). Servers listen on 127.0.0.1 only and are always killed when a test ends.

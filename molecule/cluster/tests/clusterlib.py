@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 from labtest import EVENTUALLY, INVENTORY, REPO, address, adhoc, inventory_hosts, lab, recap, run_ansible, wait_for
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _lab, _paths
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+from ansible_collections.llamarpc.lab.plugins.module_utils import _lab
 
 API_KEY = "molecule-cluster-key"  # lab.yml: lab_inventory_vars
 PORT = 8080
@@ -81,11 +82,15 @@ def inventory_copy(tmp_path, edit):
 
 
 def playbook(inventory, *args, name="demo.yml", timeout=1800):
-    """ansible-playbook of the collection's ``playbooks/<name>`` against ``inventory`` (a completed process).
+    """ansible-playbook of the collection's ``playbooks/<name>``, or the lab's ``lab/playbooks/<name>``, against
+    ``inventory`` (a completed process).
 
-    demo.yml by default: it is the scenario's converge, site.yml with the demo's model files and plan strategy, so a
-    re-run (``--tags`` included) asks for the deployed cluster and nothing else."""
-    return run_ansible("ansible-playbook", REPO / "playbooks" / name, *args, inventory=inventory, timeout=timeout)
+    The lab's demo.yml by default: it is the scenario's converge, site.yml with the demo's model files and plan
+    strategy, so a re-run (``--tags`` included) asks for the deployed cluster and nothing else."""
+    path = REPO / "playbooks" / name
+    if not path.is_file():
+        path = REPO / "lab" / "playbooks" / name
+    return run_ansible("ansible-playbook", path, *args, inventory=inventory, timeout=timeout)
 
 
 def plan_only(inventory, *args):

@@ -106,7 +106,7 @@ def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes():
 @pytest.mark.fault(11)
 def test_a_worker_of_another_llama_cpp_version_is_refused_before_the_coordinator_starts(tmp_path):
     node1, node6 = lab("node1"), lab("node6")
-    for source in (HERE / "fake_rpc_worker.py", REPO / "plugins" / "module_utils" / "_rpc_protocol.py"):
+    for source in (HERE / "fake_rpc_worker.py", REPO / "plugins" / "module_utils" / "rpc" / "_rpc_protocol.py"):
         rc, result = module("node6", "ansible.builtin.copy", {"src": str(source), "dest": "/opt/llamarpc-fake-worker/"})
         assert rc == 0, result
     node6.run_expect(

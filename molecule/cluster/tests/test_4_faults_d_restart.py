@@ -148,7 +148,7 @@ def test_the_coordinator_host_restarted_comes_back_serving_by_itself():
         "-c",
         "local",
         "-m",
-        "llamarpc.cluster.lab_host",
+        "llamarpc.lab.lab_host",
         "-a",
         f"name=node1 state=stopped state_dir={state_dir}",
     )

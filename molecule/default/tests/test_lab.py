@@ -9,7 +9,7 @@ import testinfra.utils.ansible_runner
 import yaml
 from labtest import before_converge, lab
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._lab import parse_size
+from ansible_collections.llamarpc.lab.plugins.module_utils._lab import parse_size
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["LLAMARPC_LAB_INVENTORY"])
 HOSTS = RUNNER.get_hosts("all")

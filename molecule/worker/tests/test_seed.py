@@ -100,7 +100,7 @@ def loads(tmp_path_factory):
     fetched = subprocess.run(
         [
             sys.executable,
-            str(REPO / "tools/real_model.py"),
+            str(REPO / "lab/tools/real_model.py"),
             "fetch",
             "--out",
             _paths.user_path("real-model"),

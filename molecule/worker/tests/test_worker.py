@@ -116,7 +116,7 @@ def test_systemd_brings_a_killed_worker_back():
 def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
     # A model whose largest tensors exceed the 10 MiB cache threshold, loaded once through every worker.
     subprocess.run(
-        [sys.executable, str(REPO / "tools/tiny_gguf.py"), "--out", str(tmp_path), "--preset", "cache"],
+        [sys.executable, str(REPO / "lab/tools/tiny_gguf.py"), "--out", str(tmp_path), "--preset", "cache"],
         check=True,
         capture_output=True,
     )
@@ -149,7 +149,7 @@ def test_a_coordinator_load_fills_the_tensor_caches(tmp_path):
 
 def large_offloaded_tensor_bytes():
     """Sizes of the cache preset's tensors that go to workers and are over the 10 MiB cache threshold."""
-    sys.path.insert(0, str(REPO / "tools"))
+    sys.path.insert(0, str(REPO / "lab" / "tools"))
     import tiny_gguf  # noqa: PLC0415 - the generator script, not an installed package
 
     return [

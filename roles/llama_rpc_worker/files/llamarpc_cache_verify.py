@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 import sys
 
-# The collection's FNV-1a (plugins/module_utils/_fnv1a.py): installed beside this file by the role; in the
-# collection's own tree (tests), three directories up.
+# The collection's FNV-1a (plugins/module_utils/tensor_cache/_fnv1a.py): installed beside this file by the role; in the
+# collection's own tree (tests), three directories up and down again.
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "..", "plugins", "module_utils")]
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "..", "plugins", "module_utils", "tensor_cache")]
 from _fnv1a import NAME, fnv1a, fnv1a_file, hash_with  # noqa: E402  pylint: disable=wrong-import-position
 
 __all__ = ["fnv1a", "fnv1a_file", "hash_with", "hash_in_python", "problems", "verify", "main"]

@@ -19,7 +19,9 @@ def module_facts():
     for path in [
         *REPO.glob("plugins/modules/*.py"),
         *REPO.glob("plugins/action/*.py"),
-        *REPO.glob("plugins/module_utils/*.py"),
+        *REPO.glob("plugins/module_utils/**/*.py"),
+        *REPO.glob("lab/plugins/modules/*.py"),
+        *REPO.glob("lab/plugins/module_utils/*.py"),
     ]:
         text = path.read_text(encoding="utf-8")
         names.update(re.findall(r"""ansible_facts["']?\s*[=:]\s*\{\s*["']([a-z_]+)["']""", text))

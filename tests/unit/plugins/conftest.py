@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 
 MAX_TEST_PAYLOAD = 1 << 16
 
@@ -243,16 +243,6 @@ def server_problems(servers):
     problems = [f"{server.endpoint}: {error}" for server in servers for error in server.errors]
     problems += [f"{server.endpoint}: the server thread did not stop" for server in servers if server.running]
     return problems
-
-
-@pytest.fixture
-def closed_port():
-    """A loopback port where nothing listens (bound once to get a free number, then closed)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 @pytest.fixture(scope="session")

@@ -74,14 +74,17 @@ BESIDE_PLAYBOOKS = re.compile(r"playbook_dir(?:\s*\}\}\s*|\s*~\s*['\"])/\.\./([\
 
 def test_shipped_playbooks_and_roles_reach_beside_the_playbooks_only_to_read_tools():
     """Output paths come from the user_path lookup; the one thing a shipped playbook may name beside itself is a
-    shipped script in tools/ (read, never written)."""
-    shipped = [*REPO.glob("playbooks/*.yml"), *REPO.glob("roles/*/defaults/*.yml"), *REPO.glob("roles/*/vars/*.yml")]
-    shipped += [*REPO.glob("roles/*/meta/argument_specs.yml"), *REPO.glob("roles/*/tasks/*.yml")]
+    shipped script in tools/ (read, never written): only the lab's do (lab/tools), the product's name nothing."""
+    shipped = []
+    for root in (REPO, REPO / "lab"):
+        shipped += [*root.glob("playbooks/*.yml"), *root.glob("roles/*/defaults/*.yml")]
+        shipped += [*root.glob("roles/*/vars/*.yml"), *root.glob("roles/*/meta/argument_specs.yml")]
+        shipped += [*root.glob("roles/*/tasks/*.yml")]
     assert len(shipped) > 20
     reaches = {
         (str(path.relative_to(REPO)), target)
         for path in shipped
         for target in BESIDE_PLAYBOOKS.findall(path.read_text(encoding="utf-8"))
     }
-    assert any(target == "tools" for _path, target in reaches)  # the pattern sees demo.yml's tools/tiny_gguf.py
-    assert sorted(item for item in reaches if item[1] != "tools") == []
+    assert ("lab/playbooks/demo.yml", "tools") in reaches  # the pattern sees demo.yml's tools/tiny_gguf.py
+    assert sorted(item for item in reaches if item[1] != "tools" or not item[0].startswith("lab/")) == []

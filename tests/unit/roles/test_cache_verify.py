@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import worker_unit
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._model_profile import CACHE_THRESHOLD_BYTES
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model._model_profile import CACHE_THRESHOLD_BYTES
 
 FILES = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files"
 spec = importlib.util.spec_from_file_location("llamarpc_cache_verify", FILES / "llamarpc_cache_verify.py")

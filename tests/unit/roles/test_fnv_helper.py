@@ -12,7 +12,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build as lb
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build as lb
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA_CPP = REPO / "roles" / "llama_cpp"

@@ -70,8 +70,8 @@ def test_required_role_options_finds_a_required_option_of_any_entry_point():
 @pytest.mark.parametrize("role", sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta").is_dir()))
 def test_no_entry_point_requires_a_top_level_option(role):
     """site.yml's preflight checks every host's variables against the union of each role's entry points' options
-    (module_utils/_preflight.role_options): an option an entry point requires would fail every site.yml run where it is
-    not set - even when that entry point never runs. A sub-option (an element of a list) may be required."""
+    (module_utils/preflight/_preflight.role_options): an option an entry point requires would fail every site.yml run
+    where it is not set - even when that entry point never runs. A sub-option (an element of a list) may be required."""
     path = REPO / "roles" / role / "meta" / "argument_specs.yml"
     if path.is_file():
         assert required_role_options(yaml.safe_load(path.read_text(encoding="utf-8"))) == []

@@ -11,7 +11,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _preflight as pf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.preflight import _preflight as pf
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "open_webui"

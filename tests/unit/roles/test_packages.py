@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
+LAB_ROLE = Path(__file__).resolve().parents[3] / "lab" / "roles" / "lab"
 INSTALLERS = {"ansible.builtin.apt", "ansible.builtin.package", "llamarpc.cluster.apt_packages"}
 
 
 def defaults(role):
-    path = ROLES / role / "defaults" / "main.yml"
+    path = (LAB_ROLE if role == "lab" else ROLES / role) / "defaults" / "main.yml"
     return yaml.safe_load(path.read_text()) or {} if path.exists() else {}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / "rpc"), str(ROOT / "plugins" / "module_utils" / "plan")]
 SPEC = importlib.util.spec_from_file_location(
     "llamarpc_supervisor", ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py"
 )
@@ -209,8 +209,8 @@ def installed(tmp_path):
     lib.mkdir()
     for source in (
         ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py",
-        ROOT / "plugins" / "module_utils" / "_rpc_protocol.py",
-        ROOT / "plugins" / "module_utils" / "_cluster_plan.py",
+        ROOT / "plugins" / "module_utils" / "rpc" / "_rpc_protocol.py",
+        ROOT / "plugins" / "module_utils" / "plan" / "_cluster_plan.py",
     ):
         (lib / source.name).write_text(source.read_text())
     return lib / "llamarpc_supervisor.py"

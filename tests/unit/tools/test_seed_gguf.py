@@ -17,8 +17,8 @@ import pytest
 import seed_gguf
 from seed_paper import vms
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as planner
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf_header
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as planner
 
 GIB = 1 << 30
 #: Bytes of tensor data of Qwen2.5-32B-Instruct Q4_K_M (the sum of the 771 tensors' sizes; see the tool's docstring).

@@ -11,8 +11,8 @@ from pathlib import Path
 import gguf
 import sparse_gguf
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _cluster_plan as cluster_plan
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _gguf_header as gguf_header
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as cluster_plan
 
 
 def test_headers_are_what_the_gguf_package_reads_and_the_data_is_a_hole(tmp_path):

@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_plan_run as plan_run
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_source as source
-from ansible_collections.llamarpc.cluster.plugins.module_utils._shard_plan import PlanError
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_plan_run as plan_run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_source as source
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import PlanError
 
 MB = 1000**2
 CACHE = "/var/cache/llamarpc/rpc-worker"

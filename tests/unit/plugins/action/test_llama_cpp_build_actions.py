@@ -14,7 +14,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.llamarpc.cluster.plugins.action import llama_cpp_build_cache as cache_action
 from ansible_collections.llamarpc.cluster.plugins.action import llama_cpp_build_check as check_action
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_platform as lp
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_platform as lp
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cpp_build_cache as cache_doc
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cpp_build_check as check_doc
 

@@ -17,8 +17,8 @@ import threading
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_fetch as sf
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _shard_place_run as place_run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch as sf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_place_run as place_run
 from ansible_collections.llamarpc.cluster.plugins.modules import gguf_shard_facts, gguf_shard_place
 
 DATA = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4 bytes

@@ -10,9 +10,12 @@ import pytest
 import tiny_gguf
 import yaml
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _bench_run
-from ansible_collections.llamarpc.cluster.plugins.module_utils._bench_run import run_summary, server_argv
-from ansible_collections.llamarpc.cluster.plugins.module_utils._perf_model import RPC_CALL_SECONDS, RPC_COMPUTE_FACTOR
+from ansible_collections.llamarpc.cluster.plugins.module_utils.bench import _bench_run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._bench_run import run_summary, server_argv
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._perf_model import (
+    RPC_CALL_SECONDS,
+    RPC_COMPUTE_FACTOR,
+)
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_benchmark as mod
 
 RESULTS = [

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build as lb
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _llama_build_run as lbr
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build as lb
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build_run as lbr
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cpp_build
 
 HAVE_TOOLCHAIN = all(shutil.which(tool) for tool in ("cmake", "cc", "c++", "readelf", "ldd"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _rpc_protocol as rpc
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 from ansible_collections.llamarpc.cluster.plugins.modules import rpc_endpoint_facts as module
 
 REPO = Path(__file__).resolve().parents[4]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sshfs_mount as mech
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _sshfs
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _sshfs_mount as mech
 from ansible_collections.llamarpc.cluster.plugins.modules import sshfs_masked_mount as smm
 
 PATH = "/data/models/node2"

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _sync_host, _sync_scan, _syncers
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sync import _sync_host, _sync_scan, _syncers
 from ansible_collections.llamarpc.cluster.plugins.modules import sync_hazard_facts as shf
 
 MODELS = "/data/home/pool/work/models"

@@ -13,7 +13,7 @@ import pytest
 from ansible.module_utils import basic
 from tiny_gguf import generate
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed
 from ansible_collections.llamarpc.cluster.plugins.modules import tensor_cache_seed
 
 REPO = Path(__file__).resolve().parents[4]

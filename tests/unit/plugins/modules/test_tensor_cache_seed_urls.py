@@ -11,8 +11,8 @@ import pytest
 from ansible.module_utils import basic
 from tiny_gguf import generate
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _fnv1a
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _tensor_seed as ts
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _fnv1a
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed as ts
 from ansible_collections.llamarpc.cluster.plugins.modules import tensor_cache_seed
 
 THRESHOLD = 300 * 1024  # the tiny model's FFN matrices, embedding and output are over it

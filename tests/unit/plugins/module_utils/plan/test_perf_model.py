@@ -1,0 +1,208 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The performance model: layer split adds up, tensor split runs in parallel and pays per-layer syncs."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as pm
+
+GB = 1e9
+#: The network and compute terms alone, without the calibrated per-worker RPC costs.
+BARE = {"call_seconds": 0.0, "compute_factor": 1.0}
+
+
+def test_single_node_is_bytes_over_bandwidth():
+    out = pm.predict([{"name": "a", "bytes": 2 * GB, "bandwidth": 10 * GB}], "none")
+    assert out["seconds_per_token"] == pytest.approx(0.2)
+    assert out["tokens_per_second"] == pytest.approx(5.0)
+    assert out["network_seconds"] == 0
+
+
+def test_layer_split_adds_compute_and_round_trips():
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.005, "throughput": 1e7} for n in "ab"]
+    out = pm.predict(nodes, "layer", activation_bytes=10_000, **BARE)
+    # 2 x 0.1 s compute, per worker 1 round trip of 5 ms (counted on the wire) and 1 ms of activations.
+    assert out["compute_seconds"] == pytest.approx(0.2)
+    assert out["network_seconds"] == pytest.approx(2 * (0.005 + 0.001))
+
+
+def test_tensor_split_wins_on_fast_links_and_loses_on_slow_ones():
+    def both(rtt):
+        nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": rtt} for n in "abcd"]
+        return (
+            pm.predict(nodes, "layer", layers=32)["tokens_per_second"],
+            pm.predict(nodes, "tensor", layers=32)["tokens_per_second"],
+        )
+
+    layer, tensor = both(0.0001)
+    assert tensor > layer
+    layer, tensor = both(0.01)
+    assert layer > tensor
+
+
+def test_shared_bandwidth_caps_parallel_compute():
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0} for n in "ab"]
+    free = pm.predict(nodes, "tensor", **BARE)
+    shared = pm.predict(nodes, "tensor", shared_bandwidth=10 * GB, **BARE)
+    assert free["compute_seconds"] == pytest.approx(0.1)
+    assert shared["compute_seconds"] == pytest.approx(0.2)
+
+
+def test_calibration_and_errors():
+    assert pm.effective_bandwidth(1000, 2.5) == 2500
+    assert pm.ratio(3, 2) == 1.5
+    assert pm.ratio(3, 0) is None
+    with pytest.raises(ValueError, match="split mode"):
+        pm.predict([{"name": "a", "bytes": 1, "bandwidth": 1}], "row")
+    with pytest.raises(ValueError, match="memory bandwidth"):
+        pm.predict([{"name": "a", "bytes": 1, "bandwidth": 0}])
+    with pytest.raises(ValueError, match="at least one node"):
+        pm.predict([])
+    with pytest.raises(ValueError, match="calibration"):
+        pm.effective_bandwidth(0, 1)
+
+
+def test_logits_cross_the_output_workers_link_only():
+    # A Gemma-sized vocabulary: 1 MiB of f32 logits per token, over a 12.5 MB/s (100 Mbit/s) link.
+    logits = 262144 * 4
+    slow = [
+        {"name": "local", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0},  # the coordinator's own host: no link
+        {"name": "far", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0, "throughput": 12.5e6},
+    ]
+    out = pm.predict(slow, "layer", logits_bytes=logits, **BARE)
+    assert out["network_seconds"] == pytest.approx(logits / 12.5e6)
+    # The output layer on the coordinator's own host: nothing crosses a link.
+    assert pm.predict(slow[::-1], "layer", logits_bytes=logits, **BARE)["network_seconds"] == 0
+    # Tensor split: each worker sends its half of the logits.
+    tensor = pm.predict(slow, "tensor", logits_bytes=logits, **BARE)
+    assert tensor["network_seconds"] == pytest.approx(logits / 2 / 12.5e6)
+    assert pm.predict(slow, "layer", **BARE)["network_seconds"] == 0
+
+
+# The per-token cost of RPC (issue #22 item 5). First calibrated on make bench 20261201T144821Z: a single process
+# 56.26 tok/s, one worker on the coordinator's host over loopback 43.06 (llama-server's prompt cache on).
+SINGLE_TPS, ONE_LOOPBACK_TPS = 56.26, 43.06
+# make bench 20261203T175040Z (quiet, --cache-ram 0): a single process 30.29 tok/s, one worker on another host 29.17,
+# over a 100 Mbit/s link measured at 11.98 MB/s; the cache model's hidden state 9216 bytes, its logits 4096.
+SINGLE_0312, REMOTE_0312, LINK_0312, HIDDEN, LOGITS = 30.29, 29.17, 11.98e6, 9216, 4096
+
+
+def _bench(workers, size=222e6, single=SINGLE_TPS, throughput=None, **options):
+    """The bench's cache model (222 MB) as llama_benchmark predicts it: bandwidth from the single process, the
+    weights shared evenly, loopback/bridge round trips taken as 0."""
+    bandwidth = pm.effective_bandwidth(size, single)
+    if not workers:
+        return pm.predict([{"name": "single", "bytes": size, "bandwidth": bandwidth}], "none", **options)
+    nodes = [
+        {"name": f"w{i}", "bytes": size / workers, "bandwidth": bandwidth, "rtt": 0.0, "throughput": throughput}
+        for i in range(workers)
+    ]
+    return pm.predict(nodes, "layer", **options)
+
+
+def test_a_worker_on_another_host_costs_its_round_trip_and_its_link_not_slower_compute():
+    """With the prompt cache off and the worker on its own host, one round trip and the hidden state and logits over
+    the link account for the measured cost: workers compute as fast as the in-process backend (factor 1.0). The
+    factor 1.27 fitted to the first run (prompt cache on, a loopback worker sharing the coordinator's cores) would
+    predict 0.79 of what was measured."""
+    measured = {"activation_bytes": 2 * HIDDEN, "logits_bytes": LOGITS}
+    one = _bench(1, 217e6, SINGLE_0312, LINK_0312, **measured)
+    assert pm.RPC_COMPUTE_FACTOR == 1.0
+    assert one["tokens_per_second"] / REMOTE_0312 == pytest.approx(0.965, abs=0.01)
+    old = _bench(1, 217e6, SINGLE_0312, LINK_0312, compute_factor=1.27, **measured)
+    assert old["tokens_per_second"] / REMOTE_0312 == pytest.approx(0.77, abs=0.01)
+    # The first run's loopback worker (prompt cache on, cores shared) stays unexplained: 1.31 bare, 1.26 with the call.
+    assert _bench(1, **BARE)["tokens_per_second"] / ONE_LOOPBACK_TPS == pytest.approx(1.31, abs=0.01)
+    assert _bench(1)["tokens_per_second"] / ONE_LOOPBACK_TPS == pytest.approx(1.26, abs=0.01)
+
+
+def test_rpc_token_seconds_names_its_terms():
+    worker = {"rtt": 0.002, "throughput": 12.5e6}
+    # 2 x (2 ms + 0.32 ms) + 50 kB over 12.5 MB/s (4 ms)
+    assert pm.rpc_token_seconds(worker, 2, 0.00032, 50_000) == pytest.approx(2 * 0.00232 + 0.004)
+    assert pm.rpc_token_seconds({"rtt": 0.0}, 3, 0.001) == pytest.approx(0.003)
+    # Each worker pays it: a third worker costs a third worker's exchanges, at equal compute.
+    two, three = _bench(2)["network_seconds"], _bench(3)["network_seconds"]
+    assert three - two == pytest.approx(pm.LAYER_ROUND_TRIPS * pm.RPC_CALL_SECONDS)
+
+
+def test_round_trips_per_token_are_the_counts_on_the_wire():
+    """Counted by the proxy (tests/integration/test_rpc_wire_real_worker.py): in the layer split one answered request
+    (GET_TENSOR) per worker and token; in the tensor split 17 per worker on 8 layers (2 per layer and the logits)."""
+    assert [pm.round_trips_per_token(n) for n in (0, 1, 2, 3)] == [0, 1, 2, 3]
+    assert pm.round_trips_per_token(2, "tensor", layers=8) == 2 * 17
+    assert pm.round_trips_per_token(4, "none") == 0
+    with pytest.raises(ValueError, match="split mode"):
+        pm.round_trips_per_token(1, "row")
+
+
+def test_each_worker_pays_one_added_round_trip_per_token_in_the_layer_split():
+    """The relation the delay runs measured (tests/integration/test_rpc_wire_real_worker.py prints them; 2 workers
+    behind a proxy adding 20 ms of round trip cost 39.6 ms more per token, 40 ms cost 80-84 ms): added network time =
+    workers x added round trip."""
+    for workers in (1, 2, 3):
+        nodes = [{"name": str(i), "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0} for i in range(workers)]
+        base = pm.predict(nodes, "layer")["seconds_per_token"]
+        slow = pm.predict([{**n, "rtt": 0.020} for n in nodes], "layer")["seconds_per_token"]
+        assert slow - base == pytest.approx(workers * 0.020)
+    # At 0 ms the calibration is unchanged: one round trip of RPC_CALL_SECONDS is what two exchanges of 0.32 ms were.
+    per_worker = pm.LAYER_ROUND_TRIPS * pm.RPC_CALL_SECONDS
+    assert per_worker == pytest.approx(2 * 0.00032)
+
+
+def test_the_tensor_split_pays_every_workers_round_trips_one_after_another():
+    """Measured (2 workers, 8 layers, ``-sm tensor``): 17 answered requests per worker and token, and 20 ms of added
+    round trip made each token 690-750 ms slower: 2 x 17 round trips, not 2 x 8 of the slowest worker."""
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0} for n in "ab"]
+    base = pm.predict(nodes, "tensor", layers=8)["seconds_per_token"]
+    slow = pm.predict([{**n, "rtt": 0.020} for n in nodes], "tensor", layers=8)["seconds_per_token"]
+    assert slow - base == pytest.approx(pm.round_trips_per_token(2, "tensor", layers=8) * 0.020)
+    assert slow - base == pytest.approx(0.680)
+
+
+def test_load_seconds_adds_its_terms():
+    terms = pm.load_seconds(
+        local_bytes=2 * GB,
+        sshfs_bytes=1 * GB,
+        hashed_bytes=3 * GB,
+        offers=100,
+        sent_bytes=1.2 * GB,
+        disk_rate=0.2 * GB,
+        sshfs_rate=0.01 * GB,
+        hash_rate=1 * GB,
+        link_rate=0.012 * GB,
+        rtt=0.001,
+    )
+    assert terms == pytest.approx(
+        {"read_local": 10, "read_sshfs": 100, "hash": 3, "offer": 0.1, "send": 100, "total": 213.1}
+    )
+
+
+def test_seeding_runs_the_workers_in_parallel():
+    # Each worker reads, hashes and writes its own bytes; the slowest (largest) one sets the time.
+    assert pm.seed_seconds([1 * GB, 3 * GB], 0.2 * GB, 1 * GB) == pytest.approx(3 * (2 / 0.2 + 1))
+    assert pm.seed_seconds([], 0.2 * GB, 1 * GB) == 0
+
+
+# make bench 20261203T220410Z (quiet): a single process 61.97 tok/s; layer split over node1's own worker (loopback)
+# and node2's (11.98 MB/s through node1's 100 Mbit/s tbf, burst 125,000 bytes) 59.39.
+SINGLE_1203, LAYER2_1203, BURST_LAB = 61.97, 59.39, 125_000
+
+
+def test_a_token_bucket_passes_a_tokens_few_kilobytes_at_the_wires_speed():
+    worker = {"rtt": 0.0, "throughput": 12.5e6}
+    assert pm.rpc_token_seconds({**worker, "burst": BURST_LAB}, 1, 0.0, 2 * HIDDEN) == 0.0
+    # Only what exceeds the burst waits for the rate; without a burst (a real NIC) every byte does.
+    assert pm.rpc_token_seconds({**worker, "burst": 100_000}, 1, 0.0, 150_000) == pytest.approx(50_000 / 12.5e6)
+    assert pm.rpc_token_seconds(worker, 1, 0.0, 2 * HIDDEN) == pytest.approx(2 * HIDDEN / 12.5e6)
+    # The bench lab's two-worker layer split: within 10% with the burst, 13% under without it.
+    size, bandwidth = 217e6, pm.effective_bandwidth(217e6, SINGLE_1203)
+    loopback = {"name": "node1", "bytes": size / 2, "bandwidth": bandwidth, "rtt": 0.0}
+    remote = {**loopback, "name": "node2", "throughput": LINK_0312}
+    terms = {"activation_bytes": 2 * HIDDEN, "logits_bytes": LOGITS}
+    shaped = pm.predict([loopback, {**remote, "burst": BURST_LAB}], "layer", **terms)["tokens_per_second"]
+    serialised = pm.predict([loopback, remote], "layer", **terms)["tokens_per_second"]
+    assert shaped / LAYER2_1203 == pytest.approx(0.967, abs=0.01)
+    assert serialised / LAYER2_1203 == pytest.approx(0.87, abs=0.01)
