@@ -312,7 +312,7 @@ def test_a_worker_that_llama_server_holds_is_serving_even_when_health_is_slow(wo
     around a worker that was serving; they stay serving, and nothing is restarted."""
     world["serving"] = False
     monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: dict.fromkeys(endpoints, "timeout"))
-    for _ in range(5):
+    for _round in range(5):
         record = world["check"]()
         world["now"] += 25
     assert record["verdict"] == "ok" and record["down_since"] == {}, record
@@ -339,7 +339,7 @@ def test_a_new_deployment_drops_the_re_plan_of_the_plan_it_replaced(tmp_path, wo
     The override made from the replaced plan must not stay in force: the next check drops it and restarts llama-server
     on the deployed plan, then watches the local plan as such."""
     world["down"].add("10.0.0.3:50052")
-    for _ in range(3):
+    for _round in range(3):
         record = world["check"]()
         world["now"] += 10
     assert record["verdict"] == "replanned" and world["override"].exists(), record
@@ -369,7 +369,7 @@ def test_a_deployment_beside_the_check_that_drops_the_override_first_is_no_error
     """site.yml's handler removes the override while a check that saw it is about to restore the deployed plan (every
     worker back): the old check's unlink raised FileNotFoundError and the unit failed (exit 1)."""
     world["down"].add("10.0.0.3:50052")
-    for _ in range(3):
+    for _round in range(3):
         world["check"]()
         world["now"] += 10
     assert world["override"].exists()
