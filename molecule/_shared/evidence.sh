@@ -17,6 +17,8 @@ for file in /etc/llamarpc/coordinator/plan.json /etc/llamarpc/coordinator/*.env 
   stat -c '%y %s bytes' "$file"
   cat "$file"
 done
+section "warnings of this boot (all units)"
+journalctl -b --no-pager -o short-iso-precise -p warning 2>&1 | tail -n 300
 section nftables
 nft list ruleset 2>&1
 true
