@@ -58,7 +58,7 @@ options:
     type: str
     default: ""
   no_index:
-    description: Use no index at all, only O(find_links) and O(extra_index_urls).
+    description: Use no index at all, only O(find_links).
     type: bool
     default: false
   extra_index_urls:
