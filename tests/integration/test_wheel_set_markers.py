@@ -155,7 +155,7 @@ def test_controller_newer_than_host_resolves_the_hosts_markers(installed):
 
 
 def test_the_host_imports_the_dependency_its_marker_asks_for(installed):
-    directory, _ = installed
+    directory = installed[0]
     imported = subprocess.run(
         [directory / "opt" / "venv" / "bin" / "python", "-c", "import llrpc_app, llrpc_dep; print(llrpc_dep.VERSION)"],
         capture_output=True,
@@ -182,7 +182,7 @@ BROKEN = """\
 
 def test_a_failed_install_leaves_the_previous_one_in_place(installed, tmp_path):
     """A wheel whose bytes differ from the lock's hash: pip refuses it, the new virtualenv goes, the link stays."""
-    directory, _ = installed
+    directory = installed[0]
     staging = tmp_path / "wheels"
     with tarfile.open(directory / "cache" / "set" / "wheels.tar") as tar:
         tar.extractall(tmp_path, filter="data")
