@@ -196,3 +196,31 @@ def test_a_failed_install_leaves_the_previous_one_in_place(installed, tmp_path):
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in run.stdout
     assert (directory / "opt" / "venv").resolve() == directory / "opt" / "releases" / "one"
     assert sorted(path.name for path in (directory / "opt" / "releases").iterdir()) == ["one"]
+
+
+LEGACY = """\
+- name: Install over an older layout's plain virtualenv
+  hosts: host
+  gather_facts: false
+  tasks:
+    - name: Install on the host
+      llamarpc.cluster.wheel_set_install:
+        archive: "{{ archive }}"
+        prefix: "{{ prefix }}"
+        release: one
+        python: "{{ ansible_python_interpreter }}"
+"""
+
+
+def test_a_plain_virtualenv_of_the_older_layout_is_kept_as_the_previous_release(installed, tmp_path):
+    directory = installed[0]
+    prefix = tmp_path / "opt"
+    (prefix / "venv").mkdir(parents=True)
+    (prefix / "venv" / "marker").write_text("old\n", encoding="utf-8")
+    archive = directory / "cache" / "set" / "wheels.tar"
+    run = play(tmp_path, LEGACY, {"archive": str(archive), "prefix": str(prefix)})
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert (prefix / "venv").is_symlink() and (prefix / "venv").resolve() == prefix / "releases" / "one"
+    assert (prefix / "releases" / "previous" / "marker").read_text(encoding="utf-8") == "old\n"
+    again = play(tmp_path, LEGACY, {"archive": str(archive), "prefix": str(prefix)})
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-3000:]
