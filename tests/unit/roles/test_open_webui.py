@@ -145,7 +145,8 @@ def test_the_readiness_check_asks_open_webuis_config_not_health():
 
 # -- the wheel set: resolved on the controller for the host, PyPI stays ---------------------------------------------
 
-FACTS = {"python": {"version_info": [3, 11, 2, "final", 0], "type": "CPython"}, "architecture": "x86_64"}
+# As the setup module gathers them on a Debian 12 host (python.type is sys.implementation.name).
+FACTS = {"python": {"version_info": [3, 11, 2, "final", 0], "type": "cpython"}, "architecture": "x86_64"}
 GLIBC = {"stdout": "glibc 2.36\n"}
 
 
@@ -183,6 +184,24 @@ def test_pytorchs_cpu_index_is_added_to_pypi_by_default_and_can_be_replaced():
     assert mirror["extra_index_urls"] == ["https://torch.example.org/whl/cpu"]
     assert mirror["find_links"] == ["/srv/wheels"]
     assert wheel_set_args(open_webui_uv="/usr/local/bin/uv")["uv"] == "/usr/local/bin/uv"
+
+
+@pytest.mark.parametrize(
+    ("python_type", "architecture", "glibc", "passes"),
+    [
+        ("cpython", "x86_64", "glibc 2.36\n", True),  # Debian 12, as gathered
+        ("cpython", "aarch64", "glibc 2.36\n", True),
+        ("pypy", "x86_64", "glibc 2.36\n", False),
+        ("cpython", "armv7l", "glibc 2.36\n", False),
+        ("cpython", "x86_64", "", False),  # musl: getconf has no GNU_LIBC_VERSION
+    ],
+)
+def test_the_preflight_accepts_the_hosts_the_set_is_resolved_for(python_type, architecture, glibc, passes):
+    preflight = yaml.safe_load((ROLE / "tasks" / "preflight.yml").read_text(encoding="utf-8"))
+    check = next(task for task in preflight if "machine" in task["name"])["ansible.builtin.assert"]["that"]
+    facts = {"python": {**FACTS["python"], "type": python_type}, "architecture": architecture}
+    results = [render("{{ " + line + " }}", ansible_facts=facts, _open_webui_glibc={"stdout": glibc}) for line in check]
+    assert all(results) is passes, results
 
 
 def download_report():
