@@ -72,6 +72,18 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 
+# uv, the resolver of the open_webui role (the role's own pinned version), in a virtualenv of its own: the integration
+# test of a wheel set resolved for an older host's Python uses it (the role installs the same release for users).
+uv_version=$(sed -n 's/^open_webui_uv_version: *//p' roles/open_webui/defaults/main.yml)
+UV_VENV=.cache/uv-$uv_version
+if [ ! -x "$UV_VENV/bin/uv" ]; then
+  echo "setup: installing uv $uv_version into $UV_VENV"
+  rm -rf "$UV_VENV"
+  mkdir -p .cache
+  /usr/bin/python3 -m venv "$UV_VENV"
+  "$UV_VENV/bin/pip" install -q "uv==$uv_version"
+fi
+
 # Every lab host is a systemd that takes inotify instances from the controller's one per-user pool: the kernel's
 # default of 128 runs out with a few labs up ("Too many open files" at boot).
 if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt 1024 ]; then

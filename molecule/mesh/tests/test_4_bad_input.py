@@ -32,7 +32,9 @@ def snapshot():
             "value of llamarpc_mesh_provider must be one of: none, wireguard, tailscale, got: zerotier",
         ),
         (
-            ["-e", "llamarpc_mesh_provider=tailscale", "-e", "tailscale_auth_key=hunter2-not-a-key"],
+            # tailscale_repo_url emptied: never Tailscale's own repository (the default) in a test
+            ["-e", "llamarpc_mesh_provider=tailscale", "-e", "tailscale_auth_key=hunter2-not-a-key"]
+            + ["-e", "tailscale_repo_url="],
             "does not have the format of tskey-auth-<id>-<secret>",
         ),
         (

@@ -14,8 +14,8 @@ RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WEBUI = RUNNER.get_hosts("webui")[0]
 COORDINATOR = RUNNER.get_hosts("coordinator")[0]
 STATE = (
-    "md5sum /etc/llamarpc/open-webui.env /etc/systemd/system/llamarpc-open-webui.service "
-    "/opt/llamarpc/open-webui/venv/.llamarpc-wheels-key; systemctl show -p MainPID --value llamarpc-open-webui"
+    "md5sum /etc/llamarpc/open-webui.env /etc/systemd/system/llamarpc-open-webui.service; "
+    "readlink /opt/llamarpc/open-webui/venv; systemctl show -p MainPID --value llamarpc-open-webui"
 )
 PASSWORD_MESSAGE = "a strong open_webui_admin_password"  # noqa: S105 (a message, not a password)
 ENDPOINT_MESSAGE = "open_webui_openai_base_url must be the coordinator's"

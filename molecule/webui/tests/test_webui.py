@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
-from labtest import INVENTORY, REPO, address, lab, run_ansible
+from labtest import INVENTORY, REPO, address, adhoc, lab, run_ansible
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WEBUI = RUNNER.get_hosts("webui")[0]
@@ -164,9 +164,39 @@ def test_installed_offline_from_the_copied_wheels_only():
     python = "/opt/llamarpc/open-webui/venv/bin/python -c 'import importlib.metadata as m; print(m.version(\"{}\"))'"
     assert host.check_output(python.format("open-webui")) == VERSION
     assert host.check_output(python.format("torch")) == "2.13.0+cpu"
-    assert not host.file("/opt/llamarpc/open-webui/wheels").exists
+    # redis' dependency for Python < 3.11.3, which a resolution for the controller's Python left out
+    assert host.check_output("/usr/bin/python3 -c 'import platform; print(platform.python_version())'") == "3.11.2"
+    assert host.check_output(python.format("async-timeout"))
+    assert not host.file("/opt/llamarpc/open-webui/wheels.tar").exists
+    assert not host.file("/opt/llamarpc/open-webui/wheels-staging").exists
+    venv = host.file("/opt/llamarpc/open-webui/venv")
+    assert venv.is_symlink and re.fullmatch(r"/opt/llamarpc/open-webui/releases/[0-9a-f]{16}", venv.linked_to)
     # The host has no route beyond the lab: the install cannot have come from anywhere else.
     assert host.run("ip -4 route show default").stdout.strip() == ""
+
+
+def test_a_failed_install_leaves_the_running_release():
+    """A wheel set the host's pip refuses (its lock names a wheel the archive lacks): the module says why, removes its
+    new virtualenv, and the link and the running service stay on the installed release."""
+    host = lab(WEBUI)
+    before = host.file("/opt/llamarpc/open-webui/venv").linked_to
+    pid = host.check_output(f"systemctl show -p MainPID --value {SERVICE}")
+    host.check_output(
+        "rm -rf /root/llamarpc-broken && mkdir -p /root/llamarpc-broken/wheels && "
+        "printf 'nothing-here==1.0 --hash=sha256:%064d\\n' 0 > /root/llamarpc-broken/wheels/requirements.lock && "
+        "tar -C /root/llamarpc-broken -cf /root/llamarpc-broken.tar wheels"
+    )
+    args = {"archive": "/root/llamarpc-broken.tar", "prefix": "/opt/llamarpc/open-webui", "release": "broken"}
+    done, result = adhoc(WEBUI, "llamarpc.cluster.wheel_set_install", args)
+    assert done.returncode != 0 and result is not None, done.stdout[-2000:]
+    assert f"the previous install ({before}) is left as it was" in result["msg"], result["msg"]
+    assert "nothing-here" in result["msg"]
+    assert host.file("/opt/llamarpc/open-webui/venv").linked_to == before
+    assert not host.file("/opt/llamarpc/open-webui/releases/broken").exists
+    assert host.check_output(f"systemctl show -p MainPID --value {SERVICE}") == pid
+    status, _text = http(url("/api/config"))
+    assert status == 200
+    host.check_output("rm -rf /root/llamarpc-broken /root/llamarpc-broken.tar")
 
 
 def test_sign_in_is_required():

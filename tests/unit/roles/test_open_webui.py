@@ -1,6 +1,7 @@
 """The open_webui role's glue, rendered by Ansible's own templating: the coordinator's endpoint, key and model as the
-fallback of the role's variables, the readiness answer that only Open WebUI gives, and pip downloads that add an index
-or a wheel directory to PyPI, never replace it; and site.yml's last play that runs the role on group webui."""
+fallback of the role's variables, the readiness answer that only Open WebUI gives, the wheel set resolved for the
+host's Python with indexes added to PyPI, never replacing it, an install switched to only on success; and site.yml's
+last play that runs the role on group webui."""
 
 from __future__ import annotations
 
@@ -142,66 +143,139 @@ def test_the_readiness_check_asks_open_webuis_config_not_health():
     assert "/health" not in (ROLE / "tasks" / "service.yml").read_text(encoding="utf-8")
 
 
-# -- pip on the controller: PyPI stays ---------------------------------------------------------------------------
+# -- the wheel set: resolved on the controller for the host, PyPI stays ---------------------------------------------
+
+# As the setup module gathers them on a Debian 12 host (python.type is sys.implementation.name).
+FACTS = {"python": {"version_info": [3, 11, 2, "final", 0], "type": "cpython"}, "architecture": "x86_64"}
+GLIBC = {"stdout": "glibc 2.36\n"}
 
 
-def download_argv(**variables):
-    install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text(encoding="utf-8"))
-    block = next(task for task in install if task.get("delegate_to") == "localhost")
-    task = next(task for task in block["block"] if "pip" in str(task.get("ansible.builtin.command", {}).get("argv")))
-    facts = {"python": {"version": {"major": 3, "minor": 11, "micro": 2}}, "architecture": "x86_64"}
-    return render(
-        task["ansible.builtin.command"]["argv"],
-        ansible_facts=facts,
-        ansible_playbook_python="/usr/bin/python3",
-        _open_webui_glibc={"stdout": "glibc 2.36\n"},
-        **variables,
+def install_tasks():
+    return yaml.safe_load((ROLE / "tasks" / "install.yml").read_text(encoding="utf-8"))
+
+
+def controller_block():
+    return next(task for task in install_tasks() if task.get("delegate_to") == "localhost")["block"]
+
+
+def wheel_set_args(**variables):
+    task = next(task for task in controller_block() if "llamarpc.cluster.wheel_set" in task)
+    context = {"ansible_facts": FACTS, "ansible_playbook_python": "/usr/bin/python3", "_open_webui_glibc": GLIBC}
+    return {key: render(value, **context, **variables) for key, value in task["llamarpc.cluster.wheel_set"].items()}
+
+
+def test_the_set_is_resolved_for_the_hosts_python_machine_and_c_library():
+    args = wheel_set_args()
+    assert (args["python_version"], args["machine"], args["glibc"].strip()) == ("3.11.2", "x86_64", "glibc 2.36")
+    assert args["requirements"] == ["open-webui==0.12.4", "torch==2.13.0+cpu"]
+    assert args["uv"].endswith("/uv-0.13.8/bin/uv") and args["python"] == "/usr/bin/python3"
+    assert render("{{ _open_webui_cache }}", ansible_facts=FACTS, _open_webui_glibc=GLIBC).startswith(
+        "/var/cache/llamarpc/wheels/open-webui-"
     )
 
 
-def test_extra_indexes_and_wheel_directories_are_added_to_pypi():
-    argv = download_argv(
+def test_pytorchs_cpu_index_is_added_to_pypi_by_default_and_can_be_replaced():
+    args = wheel_set_args()
+    assert args["extra_index_urls"] == ["https://download.pytorch.org/whl/cpu"]
+    assert "index_url" not in args and "no_index" not in args  # PyPI stays the index
+    mirror = wheel_set_args(
         open_webui_pip_extra_index_urls=["https://torch.example.org/whl/cpu"], open_webui_pip_find_links=["/srv/wheels"]
     )
-    assert "--extra-index-url=https://torch.example.org/whl/cpu" in argv
-    assert "--find-links=/srv/wheels" in argv
-    assert not [arg for arg in argv if arg.startswith(("--index-url", "-i")) or arg == "--no-index"], argv
-    assert argv[-2:] == ["open-webui==0.12.4", "torch==2.13.0+cpu"]
-    assert "--platform=manylinux_2_36_x86_64" in argv
-    assert "--platform=manylinux_2_17_x86_64" in argv
+    assert mirror["extra_index_urls"] == ["https://torch.example.org/whl/cpu"]
+    assert mirror["find_links"] == ["/srv/wheels"]
+    assert wheel_set_args(open_webui_uv="/usr/local/bin/uv")["uv"] == "/usr/local/bin/uv"
+
+
+@pytest.mark.parametrize(
+    ("python_type", "architecture", "glibc", "passes"),
+    [
+        ("cpython", "x86_64", "glibc 2.36\n", True),  # Debian 12, as gathered
+        ("cpython", "aarch64", "glibc 2.36\n", True),
+        ("pypy", "x86_64", "glibc 2.36\n", False),
+        ("cpython", "armv7l", "glibc 2.36\n", False),
+        ("cpython", "x86_64", "", False),  # musl: getconf has no GNU_LIBC_VERSION
+    ],
+)
+def test_the_preflight_accepts_the_hosts_the_set_is_resolved_for(python_type, architecture, glibc, passes):
+    preflight = yaml.safe_load((ROLE / "tasks" / "preflight.yml").read_text(encoding="utf-8"))
+    check = next(task for task in preflight if "machine" in task["name"])["ansible.builtin.assert"]["that"]
+    facts = {"python": {**FACTS["python"], "type": python_type}, "architecture": architecture}
+    results = [render("{{ " + line + " }}", ansible_facts=facts, _open_webui_glibc={"stdout": glibc}) for line in check]
+    assert all(results) is passes, results
 
 
 def download_report():
-    install = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text(encoding="utf-8"))
-    block = next(task for task in install if task.get("delegate_to") == "localhost")["block"]
-    return next(task for task in block if "ansible.builtin.fail" in task)
+    return next(task for task in controller_block() if "ansible.builtin.fail" in task)
 
 
 @pytest.mark.parametrize(
     ("download", "reported"),
     [
-        ({"rc": 0, "stdout": ""}, False),  # downloaded
-        ({"rc": 0, "msg": "Did not run command since '/x/wheels.tar' exists"}, False),  # the wheel set is cached
-        ({"rc": 0, "msg": "Command would have run if not in check mode"}, False),  # check mode
-        ({"rc": 1, "stderr": "ERROR: No matching distribution found for torch==2.13.0+cpu"}, True),
-        # async past open_webui_download_timeout: no rc, and failed_when: false hides the failure
+        ({"changed": True, "lock": "/x/requirements.lock", "packages": [{"name": "open-webui"}]}, False),  # downloaded
+        ({"changed": False, "lock": "/x/requirements.lock", "packages": [{"name": "open-webui"}]}, False),  # cached
+        ({"changed": True, "lock": "/x/requirements.lock", "packages": []}, False),  # check mode
+        ({"changed": False, "lock": "/x/requirements.lock", "msg": "resolving with uv failed (rc 1): torch"}, True),
+        # async past open_webui_download_timeout: no result of the module, and failed_when: false hides the failure
         ({"failed": False, "finished": True, "msg": "Timeout exceeded", "ansible_job_id": "j1"}, True),
     ],
-    ids=["downloaded", "cached", "check-mode", "pip-failed", "timed-out"],
+    ids=["downloaded", "cached", "check-mode", "resolve-failed", "timed-out"],
 )
-def test_a_download_that_did_not_complete_stops_before_the_archive(download, reported):
-    """A partial wheel set must never become the cached archive (it would be reused by every later run)."""
+def test_a_download_that_did_not_complete_is_reported(download, reported):
     task = download_report()
-    when = render("{{ " + task["when"] + " }}", _open_webui_download=download)
-    assert when is reported
+    variables = {"_open_webui_download": download, "ansible_facts": FACTS}
+    assert render("{{ " + task["when"] + " }}", **variables) is reported
     if reported:
-        message = render(task["ansible.builtin.fail"]["msg"], _open_webui_download=download)
-        assert ("No matching distribution" in message) if "stderr" in download else ("did not finish" in message)
+        message = render(task["ansible.builtin.fail"]["msg"], **variables)
+        assert ("resolving with uv failed" in message) if "lock" in download else ("did not finish" in message)
+        assert "PyTorch's CPU wheel index" in message
 
 
-def test_without_options_pip_uses_its_own_configuration():
-    argv = download_argv()
-    assert not [arg for arg in argv if "index" in arg or "find-links" in arg], argv
+def test_the_wheel_set_key_follows_the_hosts_python_and_the_indexes():
+    variables = {"ansible_facts": FACTS, "_open_webui_glibc": GLIBC}
+    plain = render("{{ _open_webui_key }}", **variables)
+    extra = render("{{ _open_webui_key }}", open_webui_pip_extra_index_urls=["https://x.example.org/cpu"], **variables)
+    newer = {**FACTS, "python": {"version_info": [3, 11, 4, "final", 0]}}
+    micro = render("{{ _open_webui_key }}", ansible_facts=newer, _open_webui_glibc=GLIBC)
+    assert len({plain, extra, micro}) == 3
+
+
+@pytest.mark.parametrize(
+    ("stat", "needed"),
+    [
+        ({"exists": False}, True),
+        ({"exists": True, "isdir": True, "islnk": False}, True),  # an older layout's plain virtualenv
+        ({"exists": True, "islnk": True, "lnk_target": "/opt/llamarpc/open-webui/releases/0000000000000000"}, True),
+        ({"exists": True, "islnk": True, "lnk_target": "/opt/llamarpc/open-webui/releases/RELEASE"}, False),
+    ],
+    ids=["none", "plain-venv", "other-release", "this-release"],
+)
+def test_an_install_is_needed_unless_the_link_points_at_this_wheel_set(stat, needed):
+    task = next(
+        task for task in install_tasks() if "_open_webui_needs_install" in task.get("ansible.builtin.set_fact", {})
+    )
+    release = render("{{ _open_webui_release }}", ansible_facts=FACTS, _open_webui_glibc=GLIBC)
+    if "lnk_target" in stat:
+        stat = {**stat, "lnk_target": stat["lnk_target"].replace("RELEASE", release)}
+    value = render(
+        task["ansible.builtin.set_fact"]["_open_webui_needs_install"],
+        ansible_facts=FACTS,
+        _open_webui_glibc=GLIBC,
+        _open_webui_installed={"stat": stat},
+    )
+    assert value is needed
+
+
+def test_a_failed_install_says_the_previous_release_keeps_running():
+    block = next(task for task in install_tasks() if "rescue" in task)
+    assert "llamarpc.cluster.wheel_set_install" in str(block["block"])
+    message = render(
+        block["rescue"][0]["ansible.builtin.fail"]["msg"],
+        ansible_failed_result={"msg": "installing 0123 into /opt/x/releases/0123 failed, the previous install"},
+        _open_webui_installed={"stat": {"islnk": True, "lnk_target": "/opt/llamarpc/open-webui/releases/abcd"}},
+    )
+    assert "could not be installed on node1" in message
+    assert "keeps running the previous release, /opt/llamarpc/open-webui/releases/abcd" in message
+    assert block["always"][0]["ansible.builtin.file"]["state"] == "absent"
 
 
 def test_no_option_replaces_the_index():
@@ -210,14 +284,6 @@ def test_no_option_replaces_the_index():
     assert "open_webui_pip_index_url" not in options
     assert "open_webui_pip_index_url" not in load("defaults/main.yml")
     assert {"open_webui_pip_extra_index_urls", "open_webui_pip_find_links"} <= set(options)
-
-
-def test_the_wheel_set_key_follows_the_extra_indexes():
-    facts = {"python": {"version": {"major": 3, "minor": 11, "micro": 2}}, "architecture": "x86_64"}
-    variables = {"ansible_facts": facts, "_open_webui_glibc": {"stdout": "glibc 2.36"}}
-    plain = render("{{ _open_webui_key }}", **variables)
-    extra = render("{{ _open_webui_key }}", open_webui_pip_extra_index_urls=["https://x.example.org/cpu"], **variables)
-    assert plain != extra
 
 
 # -- site.yml ----------------------------------------------------------------------------------------------------
