@@ -147,7 +147,11 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._wheel_set import RESOLVE_RULES, RESOLVE_SPEC, resolve
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages._wheel_set import (
+    RESOLVE_RULES,
+    RESOLVE_SPEC,
+    resolve,
+)
 
 
 def main():

@@ -90,7 +90,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils._wheel_set import INSTALL_SPEC, install
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages._wheel_set import INSTALL_SPEC, install
 
 
 def main():

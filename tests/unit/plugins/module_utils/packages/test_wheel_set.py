@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _wheel_set as ws
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages import _wheel_set as ws
 
 PARAMS = {
     "requirements": ["open-webui==0.12.4", "torch==2.13.0+cpu"],
