@@ -27,11 +27,16 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 
-.PHONY: demo bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
+.PHONY: demo noop-profile bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml
 	$(PLAYBOOK) lab/playbooks/demo.yml -e llamarpc_mesh_provider=$(MESH)
+
+# After `make demo`, on its lab: a no-op site.yml, the same with --check, and Ansible's floor (ten pings), each timed
+# per role by the timings callback, priced in floor-tasks (lab/tools/noop_profile.py; figures in tests/output/noop-profile).
+noop-profile: setup
+	$(BIN)/python lab/tools/noop_profile.py --mesh $(MESH)
 
 # The benchmark on its own lab (lab/benchmarks/lab.yml: six hosts, coordinator link capped at 100 Mbit/s): cluster
 # deployed with the model BENCH_MODEL, then playbooks/benchmark.yml; report in benchmarks/results/<time>/. Not part of
