@@ -24,7 +24,7 @@ import signal
 import tempfile
 import time
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.sync import _sync_scan
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sync import _sync_host, _sync_scan
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import (
     ENABLE_DONE_STATES,
     ENABLED_STATES,
@@ -163,7 +163,11 @@ def lsyncd_down(facts):
 
 
 class Neutralizer:
-    """Carries out a plan on the host. ``users``: the scan's user records (name, uid, home, runtime_dir)."""
+    """Carries out a plan on the host. ``users``: the scan's user records (name, uid, home, runtime_dir).
+
+    systemctl goes through ``_systemd.Systemctl``; files and processes through this file's functions below
+    (``move``, ``mask_link``, ``remove``, ``write_file``, ``terminate``...), the seam the unit tests fake.
+    """
 
     def __init__(self, module, users, backup=True):
         self.module = module
@@ -178,37 +182,33 @@ class Neutralizer:
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, actions=self.actions, **extra)
 
-    def act(self, description, function=None, *args):
+    def act(self, description, function, *args):
         """Record ``description``; run ``function(*args)`` unless in check mode."""
         self.actions.append(description)
-        if not self.check and function is not None:
+        if not self.check:
             function(*args)
 
     def systemctl(self, unit):
         """systemctl of the unit's manager: the system's, or its user's (through runuser, as that user)."""
         key = unit["user"] if unit["scope"] == "user" else None
         if key not in self.managers:
-            user = None if key is None else self.users.get(key) or self.fail(f"user {key} was not scanned")
+            user = None
+            if key is not None:
+                user = self.users.get(key)
+                if user is None:
+                    self.fail(f"the user manager of {key} was not scanned")
             self.managers[key] = Systemctl(self.module, user, required=True, failure={"actions": self.actions})
         return self.managers[key]
-
-    def owner(self, unit):
-        """(uid, gid) that files of the unit's scope belong to."""
-        if unit["scope"] == "system":
-            return 0, 0
-        entry = pwd.getpwnam(unit["user"])
-        return entry.pw_uid, entry.pw_gid
 
     # -- units off ------------------------------------------------------------------------------------------
 
     def unit_off(self, unit):
         label = unit_label(unit)
         systemctl = self.systemctl(unit) if unit["manager_running"] else None
+        owner = owner_of(unit)
         for step in unit["steps"]:
-            if step == "stop":
-                self.act(f"stop {label}", systemctl.check, "stop", "--", unit["unit"])
-            elif step == "disable":
-                self.act(f"disable {label}", systemctl.check, "disable", "--", unit["unit"])
+            if step in {"stop", "disable"}:
+                self.act(f"{step} {label}", systemctl.check, step, "--", unit["unit"])
             elif step == "reset-failed" and not self.check:
                 systemctl.reset_failed(unit["unit"])
             elif step == "timers":
@@ -217,15 +217,17 @@ class Neutralizer:
                 for link in unit["wants_links"]:
                     self.act(f"remove the enablement link {link} of {label}", remove, link)
             elif step == "relocate":
-                self.relocate(unit, label)
+                source, target = unit["relocate_from"], unit["relocate_to"]
+                if lexists(target):
+                    self.fail(f"cannot move {source} out of the way of the mask of {label}: {target} exists")
+                self.act(f"move {source} to {target} (out of the mask's way)", move, source, target, owner)
             elif step == "mask":
                 if "relocate" in unit["steps"] and not self.check:
                     systemctl.check("daemon-reload")
                 self.act(f"mask {label}", systemctl.check, "mask", "--", unit["unit"])
             elif step == "mask-link":
-                self.act(f"mask {label} (link {unit['mask_path']} to /dev/null)", self.mask_link, unit)
-        after = {"ActiveState": "inactive", "UnitFileState": "masked"}
-        self.unit_diff(label, unit, after)
+                self.act(f"mask {label} (link {unit['mask_path']} to /dev/null)", mask_link, unit["mask_path"], owner)
+        self.unit_diff(label, unit, {"ActiveState": "inactive", "UnitFileState": "masked"})
 
     def timers_off(self, unit, systemctl):
         for timer in unit["timers"]:
@@ -235,32 +237,6 @@ class Neutralizer:
             if shown.get("UnitFileState") in ENABLED_STATES:
                 self.act(f"disable timer {timer} of {unit_label(unit)}", systemctl.check, "disable", "--", timer)
 
-    def relocate(self, unit, label):
-        source, target = unit["relocate_from"], unit["relocate_to"]
-        if os.path.lexists(target):
-            self.fail(
-                f"cannot move {source} out of the way of the mask of {label}: {target} exists (move or remove one)"
-            )
-        self.act(f"move {source} to {target} (out of the mask's way)", self.move, source, target, self.owner(unit))
-
-    def move(self, source, target, owner):
-        make_dirs(posixpath.dirname(target), owner)
-        try:
-            os.rename(source, target)
-        except OSError as error:
-            if error.errno != errno.EXDEV:
-                raise
-            info = os.lstat(source)
-            shutil.copy2(source, target, follow_symlinks=False)
-            os.lchown(target, info.st_uid, info.st_gid)
-            os.unlink(source)
-
-    def mask_link(self, unit):
-        owner = self.owner(unit)
-        make_dirs(posixpath.dirname(unit["mask_path"]), owner)
-        os.symlink("/dev/null", unit["mask_path"])
-        os.lchown(unit["mask_path"], *owner)
-
     # -- crontab lines and processes ------------------------------------------------------------------------
 
     def cron_off(self, lines):
@@ -268,13 +244,11 @@ class Neutralizer:
         for line in lines:
             by_file.setdefault(line["file"], []).append(line)
         for path, entries in sorted(by_file.items()):
-            with open(path, encoding="utf-8") as handle:
-                before = handle.read()
+            before = self.read(path)
             after = disable_cron_lines(before, entries)
             if after == before:
                 continue
-            for entry in entries:
-                self.actions.append(f"disable crontab line {path}:{entry['line_no']}")
+            self.actions.extend(f"disable crontab line {path}:{entry['line_no']}" for entry in entries)
             self.diffs.append({"before_header": path, "after_header": path, "before": before, "after": after})
             if not self.check:
                 self.write(path, after)
@@ -282,20 +256,16 @@ class Neutralizer:
     def kill(self, processes):
         ended = []
         for proc in processes:
-            if not os.path.exists(f"/proc/{proc['pid']}"):
+            if not alive(proc["pid"]):
                 continue
-            label = f"end {proc['tool']} process {proc['pid']} of {proc['user']} (SIGTERM; no unit manages it)"
-            self.actions.append(label)
-            if self.check:
-                continue
-            try:
-                os.kill(proc["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            ended.append(proc)
+            self.actions.append(
+                f"end {proc['tool']} process {proc['pid']} of {proc['user']} (SIGTERM, no unit runs it)"
+            )
+            if not self.check and terminate(proc["pid"]):
+                ended.append(proc)
         deadline = time.monotonic() + TERM_WAIT
         for proc in ended:
-            while os.path.exists(f"/proc/{proc['pid']}"):
+            while alive(proc["pid"]):
                 if time.monotonic() > deadline:
                     self.fail(f"{proc['tool']} process {proc['pid']} did not end within {TERM_WAIT} s of SIGTERM")
                 time.sleep(0.2)
@@ -304,8 +274,7 @@ class Neutralizer:
 
     def rewrite(self, record):
         path = record["path"]
-        with open(path, encoding="utf-8") as handle:
-            before = handle.read()
+        before = self.read(path)
         after = record["excluded_content"]
         if after == before:
             return
@@ -328,29 +297,21 @@ class Neutralizer:
         for step in unit["steps"]:
             self.act(f"{step} {label}", systemctl.check, step, "--", unit["unit"])
             self.started = self.started or step in {"start", "restart"}
-        after = {"ActiveState": "active", "UnitFileState": "enabled" if "enable" in unit["steps"] else "unmasked"}
-        self.unit_diff(label, unit, after)
+        file_state = "enabled" if "enable" in unit["steps"] else unit["unit_file_state"]
+        self.unit_diff(label, unit, {"ActiveState": "active", "UnitFileState": file_state})
 
     # -- files ----------------------------------------------------------------------------------------------
 
+    def read(self, path):
+        text = _sync_host.read_text(path)
+        if text is None:
+            self.fail(f"cannot read {path} (gone, unreadable or too large since the scan)")
+        return text
+
     def write(self, path, content, validate=None):
-        """Replace ``path`` atomically with ``content``, keeping its owner and mode; ``validate`` (a command with
-        ``%s``) checks the new content first."""
-        fd, tmp = tempfile.mkstemp(prefix=f".{posixpath.basename(path)}.", dir=posixpath.dirname(path))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(content)
-            if validate:
-                rc, out, err = self.module.run_command(validate % tmp)
-                if rc != 0:
-                    self.fail(f"the rewrite of {path} failed validation ({validate % path}): {(err or out).strip()}")
-            info = os.stat(path)
-            os.chmod(tmp, info.st_mode & 0o7777)
-            os.chown(tmp, info.st_uid, info.st_gid)
-            self.module.atomic_move(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        problem = write_file(self.module, path, content, validate)
+        if problem:
+            self.fail(problem)
 
     def unit_diff(self, label, unit, after):
         before = {"ActiveState": unit["active_state"] or "unknown", "UnitFileState": unit["unit_file_state"] or "none"}
@@ -362,22 +323,6 @@ class Neutralizer:
                 "after": "".join(f"{k}={v}\n" for k, v in after.items()),
             }
         )
-
-
-def remove(path):
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def make_dirs(path, owner):
-    """Create ``path`` and its missing parents (mode 0755), each owned by ``owner`` (uid, gid)."""
-    missing = []
-    while path and not os.path.isdir(path):
-        missing.append(path)
-        path = posixpath.dirname(path)
-    for directory in reversed(missing):
-        os.mkdir(directory, 0o755)
-        os.chown(directory, *owner)
 
 
 def disable_cron_lines(text, entries):
@@ -396,11 +341,98 @@ def disable_cron_lines(text, entries):
     return "".join(lines)
 
 
+# -- what touches the host (the unit tests' seam) -----------------------------------------------------------
+
+
+def owner_of(unit):
+    """(uid, gid) that new files of the unit's scope belong to: root's, or the unit's user's."""
+    if unit["scope"] == "system":
+        return 0, 0
+    entry = pwd.getpwnam(unit["user"])
+    return entry.pw_uid, entry.pw_gid
+
+
+def lexists(path):
+    return os.path.lexists(path)
+
+
+def remove(path):
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def make_dirs(path, owner):
+    """Create ``path`` and its missing parents (mode 0755), each owned by ``owner`` (uid, gid)."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = posixpath.dirname(path)
+    for directory in reversed(missing):
+        os.mkdir(directory, 0o755)
+        os.chown(directory, *owner)
+
+
+def move(source, target, owner):
+    """Move a unit file (or link) to ``target``, creating its directory for ``owner``; the file keeps its owner."""
+    make_dirs(posixpath.dirname(target), owner)
+    try:
+        os.rename(source, target)
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+        info = os.lstat(source)
+        shutil.copy2(source, target, follow_symlinks=False)
+        os.lchown(target, info.st_uid, info.st_gid)
+        os.unlink(source)
+
+
+def mask_link(path, owner):
+    """The link ``systemctl mask`` writes (to /dev/null), owned by ``owner``."""
+    make_dirs(posixpath.dirname(path), owner)
+    os.symlink("/dev/null", path)
+    os.lchown(path, *owner)
+
+
+def write_file(module, path, content, validate=None):
+    """Replace ``path`` atomically with ``content``, keeping its owner and mode; ``validate`` (a command with
+    ``%s``) checks the new file first. Returns why it did not, or None."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{posixpath.basename(path)}.", dir=posixpath.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        if validate:
+            rc, out, err = module.run_command(validate % tmp)
+            if rc != 0:
+                return f"the new {path} failed validation ({validate % path}): {(err or out).strip()}"
+        info = os.stat(path)
+        os.chmod(tmp, info.st_mode & 0o7777)
+        os.chown(tmp, info.st_uid, info.st_gid)
+        module.atomic_move(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return None
+
+
+def alive(pid):
+    return os.path.exists(f"/proc/{pid}")
+
+
+def terminate(pid):
+    """SIGTERM to ``pid``: True when sent, False when the process is already gone."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 # -- the module ---------------------------------------------------------------------------------------------
 
 
-def scan(module):
-    scanner = _sync_scan.Scanner(module)
+def scan(module, scanner=None):
+    """The scan's facts (``_sync_scan.Scanner``), and the scanner."""
+    scanner = scanner or _sync_scan.Scanner(module)
     scanner.scan()
     return scanner, scanner.facts()
 
@@ -410,9 +442,10 @@ def run_module(module):
     params = module.params
     mode = params["state"]
     _sync_scan.validate_params(module)
-    scanner, facts = scan(module)
+    scanner = _sync_scan.Scanner(module)
     if mode != "audit" and not scanner.root:
         module.fail_json(msg=f"the {mode} mode needs root on the host: run it with become")
+    scanner, facts = scan(module, scanner)
     decided = plan(facts, mode, params["disable_other_syncers"])
     if decided["unprotectable"]:
         module.fail_json(
