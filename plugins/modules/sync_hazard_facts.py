@@ -18,10 +18,10 @@ description:
   - With O(hygiene), also reports other syncers that delete (C(rsync --delete) in crontabs, units, timers and
     processes; syncthing folders; unison profiles) and tmpfiles.d lines that remove files, when their paths reach a
     model directory.
-  - Every finding says whether it reaches one of O(model_dirs) and whether it is neutralised; the result is what the
-    P(llamarpc.cluster.lsyncd_neutralize#role) role acts on, including the rewrite of each lsyncd config that excludes
-    the model directories.
-  - Changes nothing.
+  - Every finding says whether it reaches one of O(model_dirs) and whether it is neutralised; the result is what
+    M(llamarpc.cluster.sync_hazard) (the P(llamarpc.cluster.lsyncd_neutralize#role) role's module) acts on, including
+    the rewrite of each lsyncd config that excludes the model directories.
+  - Changes nothing. To act on the findings, use M(llamarpc.cluster.sync_hazard).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 options:
