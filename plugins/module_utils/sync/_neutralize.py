@@ -295,10 +295,17 @@ class Neutralizer:
             return
         systemctl = self.systemctl(unit)
         for step in unit["steps"]:
+            # Unmasked, the unit may be enabled already (an init script's generated unit always is).
+            if step == "enable" and "unmask" in unit["steps"] and not self.check and self.enabled(systemctl, unit):
+                continue
             self.act(f"{step} {label}", systemctl.check, step, "--", unit["unit"])
             self.started = self.started or step in {"start", "restart"}
         file_state = "enabled" if "enable" in unit["steps"] else unit["unit_file_state"]
         self.unit_diff(label, unit, {"ActiveState": "active", "UnitFileState": file_state})
+
+    @staticmethod
+    def enabled(systemctl, unit):
+        return systemctl.show(unit["unit"], ["UnitFileState"]).get("UnitFileState") in ENABLE_DONE_STATES
 
     # -- files ----------------------------------------------------------------------------------------------
 

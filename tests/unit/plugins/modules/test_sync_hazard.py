@@ -31,6 +31,7 @@ def world(host, monkeypatch):  # noqa: F811
     timers = copy.deepcopy(TIMERS)
     done = SimpleNamespace(writes=[], backups=[], terms=[], sleeps=[], verbs=[], host=host, timers=timers)
     restart_result = {"ActiveState": "active", "SubState": "running"}
+    premask = {}
     done.restart_result = restart_result
 
     def run_command(self, argv, environ_update=None, **kwargs):
@@ -41,7 +42,8 @@ def world(host, monkeypatch):  # noqa: F811
         rest = [a for a in rest if a not in {"--user", "--"}]
         verb = rest[0]
         if verb == "show" and rest[1].startswith("--property="):
-            props = timers[rest[2]]
+            units = host.pool_units if user else host.system_units
+            props = timers.get(rest[2]) or {"UnitFileState": units[rest[2]]["UnitFileState"]}
             return 0, "".join(f"{k}={v}\n" for k, v in props.items()), ""
         if verb not in MUTATING:
             return scanning(self, argv, environ_update=environ_update, **kwargs)
@@ -53,13 +55,18 @@ def world(host, monkeypatch):  # noqa: F811
         elif verb == "stop":
             units[name].update({"ActiveState": "inactive", "SubState": "dead", "MainPID": "0"})
             host.processes[:] = [p for p in host.processes if p["cgroup"]["unit"] != name]
-        elif verb == "disable":
+        elif verb == "disable" and units[name]["UnitFileState"] != "generated":  # an init script's unit stays so
             units[name]["UnitFileState"] = "disabled"
         elif verb == "mask":
+            premask[(user, name)] = dict(units[name])
             units[name].update({"UnitFileState": "masked", "LoadState": "masked", "ExecStart": "", "FragmentPath": ""})
-            mask_dir = "/data/home/pool/.config/systemd/user" if user else "/etc/systemd/system"
-            assert f"{mask_dir}/{name}" not in host.fs.files, "systemctl mask refuses a file in its way"
-            host.fs.files[f"{mask_dir}/{name}"] = ("link", "/dev/null")
+            assert mask_path(user, name) not in host.fs.files, "systemctl mask refuses a file in its way"
+            host.fs.files[mask_path(user, name)] = ("link", "/dev/null")
+        elif verb == "unmask":
+            units[name].update(premask.pop((user, name)))
+            del host.fs.files[mask_path(user, name)]
+        elif verb == "enable":
+            units[name]["UnitFileState"] = "enabled"
         elif verb in {"start", "restart"}:
             units[name].update(restart_result)
         return 0, "", ""
@@ -92,6 +99,10 @@ def world(host, monkeypatch):  # noqa: F811
     monkeypatch.setattr(_neutralize, "owner_of", lambda unit: (0, 0) if unit["scope"] == "system" else (1001, 1001))
     monkeypatch.setattr(_neutralize.time, "sleep", done.sleeps.append)
     return done
+
+
+def mask_path(user, name):
+    return f"{'/data/home/pool/.config/systemd/user' if user else '/etc/systemd/system'}/{name}"
 
 
 def snapshot(world):
@@ -242,8 +253,18 @@ def test_exclude_starts_again_what_the_disable_mode_masked(run_module, world):
     world.verbs.clear()
     result = run(run_module, EXCLUDE)
     assert "unmask user unit lsyncd.service of pool" in result["actions"]
-    assert ("unmask", "pool", "lsyncd.service") in world.verbs
-    assert ("enable", "pool", "lsyncd.service") in world.verbs
+    assert [v for v in world.verbs if v[1] == "pool"] == [
+        ("unmask", "pool", "lsyncd.service"),
+        ("enable", "pool", "lsyncd.service"),
+        ("restart", "pool", "lsyncd.service"),  # its config was rewritten
+    ]
+    # The init script's unit: unmasked, it is enabled already (generated); started, not enabled again.
+    assert [v for v in world.verbs if v[1] is None] == [
+        ("unmask", None, "lsyncd.service"),
+        ("start", None, "lsyncd.service"),
+    ]
+    again = run(run_module, EXCLUDE)
+    assert again["changed"] is False, again["actions"]
     assert (
         "unmask user unit mirror.service of bob (remove /home/bob/.config/systemd/user/mirror.service; it starts at "
         "the next login)" in result["actions"]
