@@ -177,7 +177,7 @@ class Neutralizer:
         self.actions = []
         self.diffs = []
         self.managers = {}
-        self.started = False
+        self.settle = False
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, actions=self.actions, **extra)
@@ -299,7 +299,7 @@ class Neutralizer:
             if step == "enable" and "unmask" in unit["steps"] and not self.check and self.enabled(systemctl, unit):
                 continue
             self.act(f"{step} {label}", systemctl.check, step, "--", unit["unit"])
-            self.started = self.started or step in {"start", "restart"}
+            self.settle = True  # something changed in a running manager: let lsyncd settle before the scan
         file_state = "enabled" if "enable" in unit["steps"] else unit["unit_file_state"]
         self.unit_diff(label, unit, {"ActiveState": "active", "UnitFileState": file_state})
 
