@@ -472,7 +472,7 @@ def run_module(module):
             worker.rewrite(record)
         for unit in decided["units_on"]:
             worker.unit_on(unit)
-        if worker.started and not module.check_mode:
+        if worker.settle and not module.check_mode:
             time.sleep(max(params["settle_seconds"], 0))
         if worker.actions and not module.check_mode:
             _scanner, facts = scan(module)
