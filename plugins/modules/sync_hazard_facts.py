@@ -251,20 +251,15 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.sync._sync_scan import Scanner, validate_params
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sync._sync_scan import (
+    ARGUMENT_SPEC,
+    Scanner,
+    validate_params,
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "model_dirs": {"type": "list", "elements": "path", "default": ["/data/models"]},
-            "users": {"type": "list", "elements": "str", "default": []},
-            "config_paths": {"type": "list", "elements": "path", "default": []},
-            "exclude_patterns": {"type": "list", "elements": "str", "default": []},
-            "hygiene": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     validate_params(module)
     scanner = Scanner(module)
     scanner.scan()

@@ -38,11 +38,7 @@ TERM_WAIT = 15
 
 ARGUMENT_SPEC = {
     "state": {"type": "str", "required": True, "choices": list(MODES)},
-    "model_dirs": {"type": "list", "elements": "path", "default": ["/data/models"]},
-    "users": {"type": "list", "elements": "str", "default": []},
-    "config_paths": {"type": "list", "elements": "path", "default": []},
-    "exclude_patterns": {"type": "list", "elements": "str", "default": []},
-    "hygiene": {"type": "bool", "default": True},
+    **_sync_scan.ARGUMENT_SPEC,
     "disable_other_syncers": {"type": "bool", "default": False},
     "backup": {"type": "bool", "default": True},
     "settle_seconds": {"type": "int", "default": 3},
