@@ -18,10 +18,10 @@ description:
   - With O(hygiene), also reports other syncers that delete (C(rsync --delete) in crontabs, units, timers and
     processes; syncthing folders; unison profiles) and tmpfiles.d lines that remove files, when their paths reach a
     model directory.
-  - Every finding says whether it reaches one of O(model_dirs) and whether it is neutralised; the result is what the
-    P(llamarpc.cluster.lsyncd_neutralize#role) role acts on, including the rewrite of each lsyncd config that excludes
-    the model directories.
-  - Changes nothing.
+  - Every finding says whether it reaches one of O(model_dirs) and whether it is neutralised; the result is what
+    M(llamarpc.cluster.sync_hazard) (the P(llamarpc.cluster.lsyncd_neutralize#role) role's module) acts on, including
+    the rewrite of each lsyncd config that excludes the model directories.
+  - Changes nothing. To act on the findings, use M(llamarpc.cluster.sync_hazard).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 options:
@@ -251,20 +251,15 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.sync._sync_scan import Scanner, validate_params
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sync._sync_scan import (
+    ARGUMENT_SPEC,
+    Scanner,
+    validate_params,
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "model_dirs": {"type": "list", "elements": "path", "default": ["/data/models"]},
-            "users": {"type": "list", "elements": "str", "default": []},
-            "config_paths": {"type": "list", "elements": "path", "default": []},
-            "exclude_patterns": {"type": "list", "elements": "str", "default": []},
-            "hygiene": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     validate_params(module)
     scanner = Scanner(module)
     scanner.scan()

@@ -25,6 +25,15 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd 
 
 _ENABLED_STATES = {"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "generated"}
 
+# The options of the scan: sync_hazard_facts' whole spec, and part of sync_hazard's.
+ARGUMENT_SPEC = {
+    "model_dirs": {"type": "list", "elements": "path", "default": ["/data/models"]},
+    "users": {"type": "list", "elements": "str", "default": []},
+    "config_paths": {"type": "list", "elements": "path", "default": []},
+    "exclude_patterns": {"type": "list", "elements": "str", "default": []},
+    "hygiene": {"type": "bool", "default": True},
+}
+
 
 class Scanner:
     """Finds and judges every deleting syncer on the host (``scan``), then returns the facts (``facts``)."""

@@ -14,6 +14,13 @@ import os
 
 # Output that parsers can read whatever the host's locale, and never a pager.
 ENVIRONMENT = {"LC_ALL": "C", "SYSTEMD_PAGER": ""}
+# ActiveState values of a unit that runs or is about to: ``stop`` has something to do.
+RUNNING_STATES = frozenset({"active", "activating", "deactivating", "reloading"})
+# UnitFileState values ``disable`` undoes (``systemctl is-enabled`` answers 0 and the unit has links to remove;
+# a generated unit is an init script that systemd-sysv-install disables).
+ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "generated"})
+# UnitFileState values where ``enable`` has nothing to add (``systemctl is-enabled`` answers 0).
+ENABLE_DONE_STATES = ENABLED_STATES | {"static", "transient"}
 
 
 def command(systemctl, args, user=None, runuser=None):
@@ -79,3 +86,17 @@ class Systemctl:
         if rc != 0:
             self.module.fail_json(msg=f"systemctl show {unit} failed: {err.strip()}", rc=rc, **self.failure)
         return parse_properties(out)
+
+    def reset_failed(self, unit):
+        """Clear ``unit``'s failed state: True when systemctl did, False when the unit is not loaded (a stopped
+        unit nothing refers to is unloaded at once: there is no failed state to clear); the module fails on any
+        other error."""
+        rc, out, err = self.run("reset-failed", "--", unit)
+        if rc == 0:
+            return True
+        if "not loaded" in err:
+            return False
+        self.module.fail_json(
+            msg=f"systemctl reset-failed {unit} failed: {(err or out).strip()}", rc=rc, **self.failure
+        )
+        return False

@@ -25,6 +25,9 @@ SYSTEMCTL = textwrap.dedent(
     with open(os.environ["FAKE_LOG"], "a", encoding="utf-8") as log:
         env = {key: os.environ.get(key) for key in keys}
         log.write(json.dumps({"tool": "systemctl", "argv": args, "env": env}) + "\\n")
+    if "gone.service" in args:
+        sys.stderr.write("Failed to reset failed state of unit gone.service: Unit gone.service not loaded.\\n")
+        sys.exit(1)
     if "broken.service" in args:
         sys.stderr.write("Failed to stop broken.service: Access denied\\n")
         sys.exit(4)
@@ -179,3 +182,16 @@ def test_required_fails_when_systemctl_is_missing(module, monkeypatch):
         _systemd.Systemctl(module, required=True, root=True)
     assert "systemctl" in failed.value.args[0]["msg"]
     assert not _systemd.Systemctl(module, root=True).available
+
+
+def test_reset_failed_clears_tolerates_an_unloaded_unit_and_fails_on_anything_else(module, host):
+    systemctl = _systemd.Systemctl(module, POOL, required=True, root=False)
+    assert systemctl.reset_failed("lsyncd.service") is True
+    assert systemctl.reset_failed("gone.service") is False  # stopped and unloaded at once: nothing to clear
+    assert [call["argv"] for call in host()] == [
+        ["--user", "reset-failed", "--", "lsyncd.service"],
+        ["--user", "reset-failed", "--", "gone.service"],
+    ]
+    with pytest.raises(Failed) as failed:
+        systemctl.reset_failed("broken.service")
+    assert failed.value.args[0]["msg"].startswith("systemctl reset-failed broken.service failed: Failed to stop")
