@@ -71,3 +71,92 @@ def test_the_unit_is_a_read_only_bind_of_the_directory_named_after_its_mount_poi
     assert "Where={{ _sshfs_shard_export_view }}\n" in unit
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
     assert "llamarpc.cluster.systemd_escape_path" in variables["_sshfs_shard_export_unit"]
+
+
+# The preflight: one rule per item of one assert's loop, each failing with its own message.
+
+GOOD = {
+    "inventory_hostname": "node2",
+    "groups": {"all": ["node1", "node2", "node3"]},
+    "sshfs_shard_export_server": "node2",
+    "sshfs_shard_export_dir": "/data/home/pool/work",
+    "sshfs_shard_export_root": "/srv/llamarpc/export",
+    "sshfs_shard_export_name": "shards",
+    "sshfs_shard_export_user": "llamarpc-shards",
+    "sshfs_shard_export_clients": ["node1"],
+    "sshfs_shard_export_client_key": "/etc/llamarpc/sshfs/id_ed25519",
+    "sshfs_shard_export_client_known_hosts": "/etc/llamarpc/sshfs/known_hosts",
+}
+
+
+def preflight_rules(**overrides):
+    """Each rule of the variables' check, rendered as Ansible renders its loop: ``{rule: (ok, fail message)}``."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "preflight.yml").read_text(encoding="utf-8"))
+    task = next(task for task in tasks if task["name"] == "Check the variables")
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
+    context = {**GOOD, **overrides}
+
+    def render(expression):
+        return Templar(loader=DataLoader(), variables=context).template(trust_as_template(expression))
+
+    context["_sshfs_shard_export_root_parts"] = render(role_vars["_sshfs_shard_export_root_parts"])
+    for name, expression in task["vars"].items():
+        context[name] = render(expression)
+    rules = {}
+    for item in task["loop"]:
+        ok = render(item["ok"])
+        assert isinstance(ok, bool), f"rule {item['rule']}: {ok!r} is not a boolean"
+        context["item"] = {"msg": render(item["msg"])}
+        rules[item["rule"]] = (ok, render(task["ansible.builtin.assert"]["fail_msg"]))
+    assert task["ansible.builtin.assert"]["that"] == "item.ok"
+    assert task["loop_control"]["label"] == "{{ item.rule }}"
+    return rules
+
+
+def test_good_variables_pass_every_rule():
+    rules = preflight_rules()
+    assert len(rules) == 15
+    assert [rule for rule, (ok, _msg) in rules.items() if not ok] == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rule", "message"),
+    [
+        ({"sshfs_shard_export_server": "node9"}, "server", "node9 is not a host of the inventory"),
+        ({"sshfs_shard_export_dir": "data/shards"}, "dir absolute", "sshfs_shard_export_dir must be an absolute"),
+        ({"sshfs_shard_export_dir": "/"}, "dir not /", "sshfs_shard_export_dir must not be /"),
+        ({"sshfs_shard_export_root": "srv/export"}, "root absolute", "sshfs_shard_export_root must be an absolute"),
+        ({"sshfs_shard_export_root": "//"}, "root not /", "sshfs_shard_export_root must not be /"),
+        ({"sshfs_shard_export_root": "/srv/../export"}, "root without . or ..", "must not contain . or .."),
+        (
+            {"sshfs_shard_export_root": "/data/home/pool/work/"},
+            "root is not dir",
+            "must differ (both /data/home/pool/work)",
+        ),
+        (
+            {"sshfs_shard_export_dir": "/srv/llamarpc/export/x"},
+            "dir not below root",
+            "must not be below sshfs_shard_export_root",
+        ),
+        (
+            {"sshfs_shard_export_root": "/data/home/pool/work/x"},
+            "root not below dir",
+            "must not be below sshfs_shard_export_dir",
+        ),
+        ({"sshfs_shard_export_name": "../up"}, "name", "sshfs_shard_export_name must be a plain name"),
+        ({"sshfs_shard_export_user": "Pool"}, "user", "sshfs_shard_export_user must be a user name"),
+        ({"sshfs_shard_export_clients": []}, "clients given", "must name at least one client"),
+        ({"sshfs_shard_export_clients": ["node1", "ghost"]}, "clients in inventory", "(unknown: ghost)"),
+        ({"sshfs_shard_export_client_key": "id_ed25519"}, "client key absolute", "client_key must be an absolute"),
+        ({"sshfs_shard_export_client_known_hosts": "kh"}, "known_hosts absolute", "known_hosts must be an absolute"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_each_rule_fails_alone_with_its_own_message(overrides, rule, message):
+    rules = preflight_rules(**overrides)
+    failed = {name: msg for name, (ok, msg) in rules.items() if not ok}
+    assert list(failed) == [rule]
+    server = overrides.get("sshfs_shard_export_server", "node2")
+    assert failed[rule].startswith(f"{server}: ") and message in failed[rule]
+    # No other rule's message says the same.
+    assert all(message not in msg for name, (_ok, msg) in rules.items() if name != rule)
