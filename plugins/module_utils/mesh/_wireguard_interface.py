@@ -2,13 +2,16 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The ``wireguard_interface`` module's run: read wg-quick's unit and the interface, decide, act, read again.
+"""The runs of ``wireguard_interface`` (read wg-quick's unit and the interface, decide, act, read again) and of
+``wireguard_implementation`` (kernel or userspace).
 
 The decision itself is ``_wireguard.decide`` (pure); this file talks to the host (systemctl through ``_systemd``,
 ``ip``, ``wg`` and the role's sync helper).
 """
 
 from __future__ import annotations
+
+import os
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import _wireguard
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
@@ -125,3 +128,19 @@ def run(module):
         )
     result["ansible_facts"] = {"wireguard_status": status(link, dump)}
     module.exit_json(**result)
+
+
+def implementation(module, sys_module="/sys/module/wireguard"):
+    """The ``wireguard_implementation`` module's run: the kernel's WireGuard where the kernel has the module (loaded
+    now if it is not yet), else userspace (wireguard-go). In check mode only asks (``modprobe --dry-run``)."""
+    result = {"changed": False, "loaded": os.path.isdir(sys_module)}
+    if not result["loaded"]:
+        modprobe = module.get_bin_path("modprobe")
+        if modprobe:
+            argv = [modprobe, "--dry-run", "wireguard"] if module.check_mode else [modprobe, "wireguard"]
+            rc, out, err = module.run_command(argv)
+            result["loaded"] = rc == 0
+            result["changed"] = rc == 0
+            result["modprobe"] = (err or out).strip()
+    kind = "kernel" if result["loaded"] else "userspace"
+    module.exit_json(ansible_facts={"wireguard_implementation": kind}, **result)
