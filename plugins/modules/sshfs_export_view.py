@@ -90,7 +90,7 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._export_view import ARGUMENT_SPEC, run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._export import ARGUMENT_SPEC, run
 
 
 def main():

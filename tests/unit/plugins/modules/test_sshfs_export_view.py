@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _export_view
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _export
 from ansible_collections.llamarpc.cluster.plugins.modules import sshfs_export_view
 
 DIR = (2049, 1234)
@@ -16,7 +16,7 @@ UNIT = "srv-llamarpc-export-shards.mount"
 
 
 def test_a_current_view_and_an_unchanged_unit_restart_nothing():
-    assert _export_view.decide(UP, DIR, DIR) == ([], [])
+    assert _export.decide(UP, DIR, DIR) == ([], [])
 
 
 @pytest.mark.parametrize(
@@ -29,34 +29,34 @@ def test_a_current_view_and_an_unchanged_unit_restart_nothing():
     ids=["directory-made-again", "other-filesystem", "not-mounted"],
 )
 def test_a_view_of_another_directory_is_mounted_anew(view):
-    actions, reasons = _export_view.decide(UP, DIR, view)
+    actions, reasons = _export.decide(UP, DIR, view)
     assert actions == ["restart"] and reasons == ["the view shows another directory than the exported one"]
 
 
 def test_a_changed_unit_is_reloaded_and_mounted_anew():
-    assert _export_view.decide(UP, DIR, DIR, unit_changed=True)[0] == ["daemon-reload", "restart"]
+    assert _export.decide(UP, DIR, DIR, unit_changed=True)[0] == ["daemon-reload", "restart"]
 
 
 def test_a_first_run_starts_the_unit_it_wrote():
     # No view yet (systemd makes the mount point when it mounts); the unit was just written.
     fresh = {"enabled": False, "active": False}
-    assert _export_view.decide(fresh, DIR, None, unit_changed=True)[0] == ["daemon-reload", "enable", "restart"]
-    assert _export_view.decide(fresh, DIR, None)[0] == ["enable", "start"]
+    assert _export.decide(fresh, DIR, None, unit_changed=True)[0] == ["daemon-reload", "enable", "restart"]
+    assert _export.decide(fresh, DIR, None)[0] == ["enable", "start"]
 
 
 def test_an_unmounted_view_with_an_unchanged_unit_is_started():
-    assert _export_view.decide({"enabled": True, "active": False}, DIR, None) == (
+    assert _export.decide({"enabled": True, "active": False}, DIR, None) == (
         ["start"],
         ["the view is not mounted"],
     )
 
 
 def test_a_view_not_mounted_at_boot_is_enabled_only():
-    assert _export_view.decide({"enabled": False, "active": True}, DIR, DIR)[0] == ["enable"]
+    assert _export.decide({"enabled": False, "active": True}, DIR, DIR)[0] == ["enable"]
 
 
 def test_the_unit_is_named_after_the_view():
-    assert _export_view.unit_of(VIEW + "/") == UNIT
+    assert _export.unit_of(VIEW + "/") == UNIT
 
 
 class FakeHost:
@@ -94,8 +94,8 @@ def host(monkeypatch):
     def install(fake):
         monkeypatch.setattr(basic.AnsibleModule, "run_command", fake.run)
         monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False: f"/bin/{name}")
-        monkeypatch.setattr(_export_view, "_identity", fake.identity)
-        monkeypatch.setattr(_export_view, "_mount_options", lambda path: fake.options if fake.active else None)
+        monkeypatch.setattr(_export, "_identity", fake.identity)
+        monkeypatch.setattr(_export, "_mount_options", lambda path: fake.options if fake.active else None)
         return fake
 
     return install
@@ -137,6 +137,6 @@ def test_a_view_that_is_not_read_only_fails_naming_the_unit(run_module, host):
 
 def test_a_view_that_does_not_mount_fails(run_module, host, monkeypatch):
     fake = host(FakeHost(active=False, view=None))
-    monkeypatch.setattr(_export_view, "_mount_options", lambda path: None)
+    monkeypatch.setattr(_export, "_mount_options", lambda path: None)
     result = run_module(sshfs_export_view, ARGS)
     assert result.failed and "(not mounted)" in result.result["msg"] and fake.actions == ["start"]

@@ -2,13 +2,18 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The ``sshfs_export_view`` module: the read-only bind mount (a systemd mount unit) that shows an exported directory
-inside the SFTP chroot. ``decide`` is pure; ``run`` reads the unit, the two directories and the mount table, acts
-through ``_systemd`` and checks that the view is read-only."""
+"""The serving host's side of an SSHFS export (the role sshfs_shard_export).
+
+``sshfs_export_preflight``: what sshd and the export user need of the exported directory and of the chroot
+(``problems`` is pure over a stat function; ``preflight`` runs it). ``sshfs_export_view``: the read-only bind mount (a
+systemd mount unit) that shows the exported directory inside the chroot (``decide`` is pure; ``run`` reads the unit,
+the two directories and the mount table, acts through ``_systemd`` and checks that the view is read-only)."""
 
 from __future__ import annotations
 
 import os
+import pwd
+import stat as stat_module
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _sshfs
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
@@ -103,3 +108,75 @@ def run(module):
             **result,
         )
     module.exit_json(**result)
+
+
+PREFLIGHT_ARGUMENT_SPEC = {
+    "dir": {"type": "path", "required": True},
+    "root": {"type": "path", "required": True},
+    "user": {"type": "str", "required": True},
+}
+
+
+def _lstat(path):
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _owner(st):
+    try:
+        return pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        return str(st.st_uid)
+
+
+def _mode(st):
+    return f"{stat_module.S_IMODE(st.st_mode):04o}"
+
+
+def chain(root):
+    """The export root and every directory above it, from ``/`` down."""
+    parts = [part for part in os.path.normpath(root).split("/") if part]
+    return ["/" + "/".join(parts[:index]) for index in range(len(parts) + 1)]
+
+
+def problems(directory, root, user, lstat=_lstat, owner=_owner):
+    """What stops the export, one message per rule broken (empty: nothing). Neither path is changed by the role.
+
+    The exported directory must be a directory that others may read and search (the export user is nobody's group
+    member). The export root and each directory above it must be a directory owned by root and writable by nobody
+    else, or not exist yet (the role makes it): sshd refuses an SFTP chroot otherwise.
+    """
+    found = []
+    st = lstat(directory)
+    need = (
+        f"{directory} must be an existing directory that others may read and search: the export user {user} reads "
+        "it. Its owner can make it so with chmod o+rx; this role does not change it"
+    )
+    if st is None:
+        found.append(f"{need} (found missing).")
+    elif not stat_module.S_ISDIR(st.st_mode):
+        found.append(f"{need} (found not a directory, owner {owner(st)}, mode {_mode(st)}).")
+    elif not (st.st_mode & stat_module.S_IROTH and st.st_mode & stat_module.S_IXOTH):
+        found.append(f"{need} (found owner {owner(st)}, mode {_mode(st)}).")
+    for path in chain(root):
+        st = lstat(path)
+        if st is None:
+            continue
+        why = "sshd refuses an SFTP chroot otherwise"
+        if not stat_module.S_ISDIR(st.st_mode):
+            found.append(f"{path} must be a directory, or not exist yet: {why} (found not a directory).")
+        elif st.st_uid != 0:
+            found.append(f"{path} must be owned by root: {why} (found owner uid {st.st_uid}, mode {_mode(st)}).")
+        elif st.st_mode & (stat_module.S_IWGRP | stat_module.S_IWOTH):
+            found.append(f"{path} must be writable by root alone: {why} (found mode {_mode(st)}).")
+    return found
+
+
+def preflight(module):
+    p = module.params
+    found = problems(p["dir"], p["root"], p["user"], lstat=_lstat)
+    if found:
+        module.fail_json(msg=" ".join(found), problems=found)
+    module.exit_json(changed=False, problems=[])
