@@ -230,12 +230,49 @@ _LSYNCD_SYNC_OPTIONS = {"rsync": 2, "rsyncssh": 3, "direct": 2}
 DEBIAN_INIT_CONFIG = "/etc/lsyncd/lsyncd.conf.lua"
 
 
+# Commands that run the command after them (with their own options first): lsyncd behind them is lsyncd run.
+_WRAPPERS = frozenset(
+    (
+        *("sh", "bash", "dash", "env", "nice", "ionice", "nohup", "setsid", "chrt", "taskset", "timeout"),
+        *("stdbuf", "sudo", "runuser", "exec", "flock", "chpst", "daemon", "start-stop-daemon"),
+    )
+)
+# Options of those wrappers whose value is the next word (sudo -u USER, nice -n 10, ionice -c 3, flock -w 5 ...).
+_WRAPPER_VALUE_OPTIONS = frozenset(("-u", "-g", "-n", "-c", "-p", "-w", "-k", "-s", "-C", "--user", "--group"))
+# Shell words after which a new command starts (a cron line: cd /srv && lsyncd conf.lua).
+_COMMAND_SEPARATORS = frozenset(("&&", "||", ";", "|", "&"))
+
+
 def lsyncd_index(argv):
-    """Index of the word that runs lsyncd in ``argv`` (also behind ``sh -c``, ``nice``...), or None."""
+    """Index of the word that runs lsyncd in ``argv``, or None: lsyncd (or /etc/init.d/lsyncd*) in a command's place -
+    the first word, behind a wrapper and its options (``sh -c``, ``nice -n 10``, ``sudo -u pool``...), or after a
+    shell separator. A word ``lsyncd`` anywhere else is an argument (``molecule test -s lsyncd``, ``vim
+    /etc/lsyncd``), not lsyncd running."""
+    command_place = True
+    wrapper = False
+    value_next = False
     for index, word in enumerate(argv or []):
         base = posixpath.basename(word)
+        if word in _COMMAND_SEPARATORS or word.endswith(";"):
+            command_place, wrapper, value_next = True, False, False
+            continue
+        if not command_place:
+            continue
         if base == "lsyncd" or (word.startswith("/etc/init.d/") and base.startswith("lsyncd")):
             return index
+        if value_next:  # the value of a wrapper's option (sudo -u pool)
+            value_next = False
+            continue
+        if base in _WRAPPERS:
+            wrapper = True
+            continue
+        if wrapper and (word.startswith("-") or "=" in word):
+            # sh -c runs its next word: not an option value.
+            value_next = word in _WRAPPER_VALUE_OPTIONS and word != "-c"
+            continue
+        if wrapper and word[:1].isdigit():  # timeout 5m, taskset 0x3, nice's old -10 form's value
+            continue
+        command_place = wrapper = False
     return None
 
 

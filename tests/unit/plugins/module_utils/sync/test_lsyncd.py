@@ -178,6 +178,28 @@ def test_lsyncd_argv_forms():
 
 
 @pytest.mark.parametrize(
+    ("argv", "index"),
+    [
+        (["/usr/bin/lsyncd", "-nodaemon", "/etc/l.lua"], 0),
+        (["sudo", "-u", "pool", "lsyncd", "/home/pool/l.lua"], 3),
+        (["nice", "-n", "10", "lsyncd", "l.lua"], 3),
+        (["timeout", "5m", "lsyncd", "l.lua"], 2),
+        (["/usr/bin/env", "LUA_PATH=/x", "lsyncd", "l.lua"], 2),
+        (["runuser", "-u", "pool", "--", "lsyncd", "l.lua"], 4),
+        (["cd", "/srv", "&&", "lsyncd", "l.lua"], 3),
+        (["/etc/init.d/lsyncd", "start"], 0),
+        # An argument named lsyncd is not lsyncd running: the role would end these processes.
+        (["molecule", "test", "-s", "lsyncd"], None),
+        (["vim", "/etc/lsyncd"], None),
+        (["python3", "-m", "lsyncd"], None),
+        (["sudo", "-u", "pool", "less", "/var/log/lsyncd"], None),
+    ],
+)
+def test_lsyncd_runs_only_in_a_commands_place(argv, index):
+    assert _lsyncd.lsyncd_index(argv) == index
+
+
+@pytest.mark.parametrize(
     ("patterns", "relative", "expected"),
     [
         (["/models/"], "models", True),
