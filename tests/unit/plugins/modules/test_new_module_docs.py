@@ -1,5 +1,6 @@
-"""managed_files, systemd_units and gguf_shard_check: DOCUMENTATION says what the argument spec takes (types, elements, required,
-defaults, suboptions), and EXAMPLES and RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
+"""managed_files, systemd_units and gguf_shard_check: DOCUMENTATION says what the argument spec takes (types,
+elements, required, defaults, suboptions), and EXAMPLES and RETURN are YAML (what ansible-test sanity's validate-modules
+checks)."""
 
 from __future__ import annotations
 
