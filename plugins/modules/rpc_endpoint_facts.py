@@ -63,6 +63,16 @@ options:
     elements: str
     choices: [busy, refused, timeout, unreachable, incompatible, malformed]
     default: []
+  skip_connected:
+    description:
+      - For a worker probed on its own host - an endpoint whose port has an established TCP connection on this host
+        (llama-server connected to the worker) is reported C(busy) without a connection, as C(ss state established)
+        would show it. A worker serves one client at a time, and a probe left in its backlog of one makes the next
+        connects time out.
+      - Any local address counts; leave it off where the endpoints are on other hosts.
+    type: bool
+    default: false
+    version_added: 0.2.0
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.facts]
 attributes:
   check_mode:

@@ -34,11 +34,17 @@ def when(task):
 
 
 def helper_blocks():
-    """The two blocks of configure.yml that install the helper: (shipped, compile fallback)."""
+    """The two tasks of configure.yml that install the helper: (shipped block, compile fallback's include)."""
     tasks = load(WORKER / "tasks" / "configure.yml")
     shipped = next(t for t in tasks if t["name"] == "Install the verifier's hashing helper built with llama.cpp")
     fallback = next(t for t in tasks if t["name"] == "Build the verifier's hashing helper")
     return shipped, fallback
+
+
+def fallback_tasks():
+    """The compile fallback's tasks (the file configure.yml includes)."""
+    _shipped, fallback = helper_blocks()
+    return load(WORKER / "tasks" / fallback["ansible.builtin.include_tasks"])
 
 
 def llama_cpp_helpers():
@@ -84,7 +90,7 @@ def test_the_worker_compiles_only_when_llama_cpp_did_not_ship_the_helper(names, 
     shipped_block, fallback = helper_blocks()
     assert render(when(shipped_block), **variables) is shipped
     assert render(when(fallback), **variables) is not shipped
-    compile_block = next(task for task in fallback["block"] if "block" in task)["block"]
+    compile_block = next(task for task in fallback_tasks() if "block" in task)["block"]
     assert compile_block[0]["llamarpc.cluster.apt_packages"]["name"] == "{{ llama_rpc_worker_build_packages }}"
     assert compile_block[1]["ansible.builtin.command"]["argv"][0] == "g++"
 

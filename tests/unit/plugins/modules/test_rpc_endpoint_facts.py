@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_endpoints
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 from ansible_collections.llamarpc.cluster.plugins.modules import rpc_endpoint_facts as module
 
@@ -311,3 +312,47 @@ def test_playbook_with_hostvars_expression(rpc_server, tmp_path):
     assert [(item["name"], item["state"]) for item in by_name] == [("node1", "ready")]
     assert data["by_name"]["changed"] is False
     assert data["facts"][0]["name"] == "node1"
+
+
+PROC_NET_TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0A00020F:C384 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999        0 1 1 0000 100 0 0 10 0
+   1: 0A00020F:C384 0A000201:D2F0 01 00000000:00000000 00:00000000 00000000   999        0 2 1 0000 20 4 30 10 -1
+   2: 0A00020F:0016 0A000201:9C40 01 00000000:00000000 02:0007F1A6 00000000     0        0 3 2 0000 21 4 30 10 -1
+   3: 0A00020F:E2A8 0A000203:C384 01 00000000:00000000 00:00000000 00000000     0        0 4 1 0000 20 4 30 10 -1
+   4: 0A00020F:1F90 0A000201:D2F1 06 00000000:00000000 03:00000D8F 00000000     0        0 0 3 0000 0 0 0 0 0
+"""
+
+
+def test_established_ports_are_the_local_ports_of_established_connections(tmp_path):
+    tcp = tmp_path / "tcp"
+    tcp.write_text(PROC_NET_TCP, encoding="ascii")
+    # 50052 (0xC384) serving a client, ssh (22), and 58024, the local end of this host's own connection to another
+    # worker's 50052 (whose 50052 is the remote port: not this host's); the listening socket (0A) and a TIME_WAIT one
+    # (06) are not established.
+    ports = _rpc_endpoints.established_ports((str(tcp), str(tmp_path / "missing")))
+    assert ports == {50052, 22, 58024}
+
+
+def test_skip_connected_reports_a_serving_worker_busy_without_connecting(run):
+    listener = socket.create_server(("127.0.0.1", 0), backlog=1)
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _address = listener.accept()  # llama-server's connection to the worker: established on the worker's port
+    try:
+        outcome = run({"endpoints": [f"127.0.0.1:{port}"], "skip_connected": True, **PROMPT})
+        (item,) = outcome.result["ansible_facts"]["rpc_endpoints"]
+        assert (item["state"], item["error"]) == ("busy", _rpc_endpoints.SERVING_ERROR)
+        assert item["connect_rtt_ms"] is None
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing was left in the worker's backlog
+    finally:
+        for sock in (client, served, listener):
+            sock.close()
+
+
+def test_without_skip_connected_a_free_worker_is_probed(rpc_server, run):
+    server = rpc_server(major=7, devices=((1 << 30, 2 << 30, 64, 1 << 40),))
+    outcome = run({"endpoints": [server.endpoint], "skip_connected": True, **PROMPT})
+    assert outcome.result["ansible_facts"]["rpc_endpoints"][0]["state"] == "ready"

@@ -1,0 +1,181 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Directories and whole files on a host in one module call: what the file, copy and template modules do for one path
+each (two module runs per unchanged file), for a list of them.
+
+A directory is made like ``file state=directory``: every missing component of its path is created with its owner,
+group and mode. A file is written only when its bytes differ - to a temporary file beside it, checked by its
+``validate`` command when given, then renamed into place - and its owner, group and mode are set either way.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+
+ENTRY_OPTIONS = {
+    "owner": {"type": "str"},
+    "group": {"type": "str"},
+    "mode": {"type": "raw"},
+}
+
+ARGUMENT_SPEC = {
+    "directories": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {"path": {"type": "path", "required": True}, **ENTRY_OPTIONS},
+    },
+    "files": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {
+            "dest": {"type": "path", "required": True},
+            "content": {"type": "str", "required": True},
+            "validate": {"type": "str"},
+            **ENTRY_OPTIONS,
+        },
+    },
+}
+
+
+def file_args(path, entry):
+    """What AnsibleModule.set_fs_attributes_if_different takes for ``path`` with ``entry``'s owner, group and mode."""
+    return {
+        "path": path,
+        "owner": entry.get("owner"),
+        "group": entry.get("group"),
+        "mode": entry.get("mode"),
+        "secontext": [None, None, None],
+        "attributes": None,
+    }
+
+
+def missing_components(path):
+    """The components of an absolute ``path`` that do not exist, outermost first (ensure_directory of ``file``)."""
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.lexists(current):
+        missing.insert(0, current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return missing
+
+
+def read_bytes(path):
+    """The bytes of a regular file at ``path`` (symlinks followed), or None when there is none."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def ensure_directory(module, entry, report):
+    """Create ``entry['path']`` (and every missing parent, each with the entry's attributes); set its attributes."""
+    path = entry["path"]
+    if os.path.lexists(path) and not os.path.isdir(path):
+        module.fail_json(msg=f"{path} exists and is not a directory: move it away or choose another path")
+    created = missing_components(path)
+    if created:
+        report.add(path, {"before": {"path": path, "state": "absent"}, "after": {"path": path, "state": "directory"}})
+        if module.check_mode:
+            return
+        for component in created:
+            try:
+                os.mkdir(component)
+            except FileExistsError:
+                continue  # made meanwhile (another task, a parallel run): its attributes are set below
+            except OSError as error:
+                module.fail_json(msg=f"cannot create the directory {component}: {error}")
+            module.set_fs_attributes_if_different(file_args(component, entry), True, expand=False)
+        return
+    diff = {"before": {"path": path}, "after": {"path": path}}
+    if module.set_fs_attributes_if_different(file_args(os.path.realpath(path), entry), False, diff, expand=False):
+        report.add(path, diff)
+
+
+def write_file(module, entry, report):
+    """Give ``entry['dest']`` the bytes of ``entry['content']`` (validated first) and the entry's attributes."""
+    dest = entry["dest"]
+    wanted = entry["content"].encode("utf-8")
+    if os.path.isdir(dest):
+        module.fail_json(msg=f"{dest} is a directory: a file cannot replace it")
+    current = read_bytes(dest)
+    if current == wanted:
+        diff = {"before": {"path": dest}, "after": {"path": dest}}
+        if module.set_fs_attributes_if_different(file_args(os.path.realpath(dest), entry), False, diff, expand=False):
+            report.add(dest, diff)
+        return
+    report.add(
+        dest,
+        {
+            "before_header": dest,
+            "after_header": dest,
+            "before": "" if current is None else current.decode("utf-8", errors="replace"),
+            "after": entry["content"],
+        },
+    )
+    if module.check_mode:
+        return
+    directory = os.path.dirname(dest)
+    if not os.path.isdir(directory):
+        module.fail_json(msg=f"cannot write {dest}: its directory {directory} does not exist")
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(dest)}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(wanted)
+            out.flush()
+            os.fsync(out.fileno())
+        if entry.get("validate"):
+            check_validates(module, dest, entry["validate"], temporary)
+        module.atomic_move(temporary, os.path.realpath(dest))
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    module.set_fs_attributes_if_different(file_args(os.path.realpath(dest), entry), True, expand=False)
+
+
+def check_validates(module, dest, validate, temporary):
+    """Run ``validate`` (``%s`` = the new file) and fail, naming ``dest``, when it does not exit 0."""
+    if "%s" not in validate:
+        module.fail_json(msg=f"validate for {dest} must contain %s (the new file's path): {validate!r}")
+    argv = [temporary if word == "%s" else word.replace("%s", temporary) for word in shlex.split(validate)]
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        module.fail_json(
+            msg=f"the new {dest} failed its validation ({validate}, rc={rc}); the file in place is unchanged",
+            stdout=out,
+            stderr=err,
+        )
+
+
+class Report:
+    """The paths that changed (or would) in order, each with its diff."""
+
+    def __init__(self):
+        self.changed = []
+        self.diffs = []
+
+    def add(self, path, diff):
+        if path not in self.changed:
+            self.changed.append(path)
+            self.diffs.append(diff)
+
+
+def run_module(module):
+    """Directories first (a file may go into one of them), then the files; the module's result."""
+    report = Report()
+    for entry in module.params["directories"]:
+        ensure_directory(module, entry, report)
+    for entry in module.params["files"]:
+        write_file(module, entry, report)
+    result = {"changed": bool(report.changed), "changed_paths": report.changed}
+    if module._diff:
+        result["diff"] = report.diffs
+    return result

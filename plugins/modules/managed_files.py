@@ -1,0 +1,135 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: managed_files
+short_description: Directories and whole files on a host in one call
+version_added: 0.2.0
+description:
+  - Makes the O(directories) and writes the O(files) of one role in a single module run, where
+    M(ansible.builtin.file), M(ansible.builtin.copy) and M(ansible.builtin.template) take one run per path (two for
+    an unchanged copy or template) - a rerun that changes nothing costs one task, not one per path.
+  - A directory is created like M(ansible.builtin.file) with C(state=directory) - every missing component of its path
+    with the entry's owner, group and mode; an existing one gets them.
+  - A file is written only when its bytes differ from O(files[].content) - to a temporary file beside it, checked by
+    O(files[].validate) when given, then renamed into place (a failed validation leaves the file in place as it
+    was). Its owner, group and mode are set either way.
+  - Directories come first, so a file may go into a directory of the same call.
+  - Render templates on the controller with the C(ansible.builtin.template) lookup and read role files with the
+    C(ansible.builtin.file) lookup (C(rstrip=false), to keep their last newline).
+author:
+  - llamarpc.cluster contributors (@llamarpc)
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
+attributes:
+  check_mode:
+    details: Reports the paths that would be created, written or given other attributes; nothing is validated.
+  diff_mode:
+    details: For each path that changes, a file's text before and after, or a directory's state and attributes.
+options:
+  directories:
+    description: Directories to make (absolute paths).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The directory.
+        type: path
+        required: true
+      owner:
+        description: Its owner (name or uid); omitted - left as it is (a new one is the caller's).
+        type: str
+      group:
+        description: Its group (name or gid); omitted - left as it is.
+        type: str
+      mode:
+        description: Its mode, octal as a string (V('0750')) or symbolic; omitted - left as it is (a new one by umask).
+        type: raw
+  files:
+    description: Files to write, each in a directory that exists (or is in O(directories)).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      dest:
+        description: The file.
+        type: path
+        required: true
+      content:
+        description: Its whole text (UTF-8).
+        type: str
+        required: true
+      validate:
+        description: A command run on the new text before it replaces the file, C(%s) standing for its temporary
+          path (split like a shell would, never run by one), for example V(/usr/sbin/nft --check --file %s).
+          A command that does not exit 0 fails the task.
+        type: str
+      owner:
+        description: Its owner (name or uid); omitted - left as it is.
+        type: str
+      group:
+        description: Its group (name or gid); omitted - left as it is.
+        type: str
+      mode:
+        description: Its mode, octal as a string (V('0644')) or symbolic; omitted - left as it is.
+        type: raw
+seealso:
+  - module: ansible.builtin.file
+  - module: ansible.builtin.copy
+  - module: ansible.builtin.template
+"""
+
+EXAMPLES = r"""
+- name: A service's directories, helper script and units
+  llamarpc.cluster.managed_files:
+    directories:
+      - {path: /var/cache/example, owner: example, group: example, mode: "0750"}
+      - {path: /usr/local/lib/example, owner: root, group: root, mode: "0755"}
+    files:
+      - dest: /usr/local/lib/example/prune.py
+        content: "{{ lookup('ansible.builtin.file', 'prune.py', rstrip=false) }}"
+        owner: root
+        group: root
+        mode: "0644"
+  register: example_files
+
+- name: Firewall rules, checked by nft before they replace the file
+  llamarpc.cluster.managed_files:
+    files:
+      - dest: /etc/example/rules.nft
+        content: "{{ lookup('ansible.builtin.template', 'rules.nft.j2') }}"
+        validate: /usr/sbin/nft --check --file %s
+        owner: root
+        group: root
+        mode: "0644"
+  notify: example firewall changed
+"""
+
+RETURN = r"""
+changed_paths:
+  description: The directories and files created, written or given other attributes (in check mode, that would be),
+    in the order of the options - directories first.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/example.service]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files._managed_files import ARGUMENT_SPEC, run_module
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**run_module(module))
+
+
+if __name__ == "__main__":
+    main()

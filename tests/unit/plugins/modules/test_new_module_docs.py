@@ -1,0 +1,51 @@
+"""managed_files, systemd_units and gguf_shard_check: DOCUMENTATION says what the argument spec takes (types,
+elements, required, defaults, suboptions), and EXAMPLES and RETURN are YAML (what ansible-test sanity's validate-modules
+checks)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _managed_files
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
+from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
+from ansible_collections.llamarpc.cluster.plugins.modules import gguf_shard_check, managed_files, systemd_units
+
+MODULES = [
+    (managed_files, _managed_files.ARGUMENT_SPEC),
+    (systemd_units, _systemd_units.ARGUMENT_SPEC),
+    (gguf_shard_check, _shard_check.ARGUMENT_SPEC),
+]
+
+
+def same_options(documented, spec, where):
+    assert set(documented) == set(spec), where
+    for name, option in spec.items():
+        doc = documented[name]
+        assert doc["type"] == option["type"], f"{where}.{name}"
+        assert doc.get("elements") == option.get("elements"), f"{where}.{name}"
+        assert doc.get("required", False) == option.get("required", False), f"{where}.{name}"
+        assert doc.get("default") == option.get("default"), f"{where}.{name}"
+        assert doc.get("choices") == option.get("choices"), f"{where}.{name}"
+        assert doc.get("description"), f"{where}.{name}"
+        if "options" in option:
+            same_options(doc["suboptions"], option["options"], f"{where}.{name}")
+        else:
+            assert "suboptions" not in doc, f"{where}.{name}"
+
+
+@pytest.mark.parametrize(("module", "spec"), MODULES, ids=lambda value: getattr(value, "__name__", ""))
+def test_documentation_matches_argument_spec(module, spec):
+    documentation = yaml.safe_load(module.DOCUMENTATION)
+    assert documentation["module"] == module.__name__.rsplit(".", 1)[1]
+    same_options(documentation["options"], spec, documentation["module"])
+
+
+@pytest.mark.parametrize(("module", "spec"), MODULES, ids=lambda value: getattr(value, "__name__", ""))
+def test_examples_and_return_are_yaml(module, spec):
+    del spec
+    examples = yaml.safe_load(module.EXAMPLES)
+    assert examples and all(f"llamarpc.cluster.{module.__name__.rsplit('.', 1)[1]}" in task for task in examples[:1])
+    returned = yaml.safe_load(module.RETURN)
+    assert all({"description", "returned", "type"} <= set(value) for value in returned.values())
