@@ -24,7 +24,9 @@ description:
   - Fit first (O(fit_first), strategy V(fewest)) - when the whole model (weights, KV cache, one compute buffer) fits on
     the coordinator's host with O(headroom), the plan is local - no worker, RV(plan.rpc) empty, llama-server computes
     on its own CPU with no RPC hop; workers only when it must, the fewest that fit.
-  - Fails with what is missing when the model cannot fit. Changes nothing.
+  - Fails with what is missing when the model cannot fit. Changes nothing, in check mode too.
+  - A real run fails when O(model_path) does not exist; check mode before the first real run plans from
+    O(controller_model_path) when given, else returns no RV(plan) and says why in RV(msg).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
@@ -53,11 +55,16 @@ options:
     elements: dict
   worker_hosts:
     description:
-      - The worker hosts' inventory names, in a stable order (the inventory's), instead of O(workers); the module builds
-        the candidates (RV(candidates)) from O(endpoints), O(memory), O(probe) and the plan in force.
+      - The worker hosts' inventory names, in a stable order (the inventory's), instead of O(workers). The module then
+        runs on the coordinator and reads the state it plans on itself - llama-server's C(/health) at O(api_url), the
+        plan in force (O(env_files)), the deployed plan (O(plan_file), read once), the coordinator host's memory (for
+        O(fit_first), when no worker shares its host) - and probes the workers llama-server is not connected to
+        (HELLO, as M(llamarpc.cluster.rpc_endpoint_facts) does); the candidates are RV(candidates).
       - A worker is V(unreachable over SSH) without memory figures; V(ready) when it serves llama-server now
-        (RV(serving)), when O(plan_only), or in O(check_mode_run) when nothing answers for it yet; else what O(probe)
-        says of it (V(not probed) when nothing).
+        (RV(serving)), in the plan-only run (O(plan_only)), or in check mode when nothing answers for it yet; else what
+        its probe says.
+      - Fails before planning, and before any change, when a probed worker speaks another RPC protocol major than
+        O(rpc_protocol) (llama-server would refuse it and abort at start).
     type: list
     elements: str
   endpoints:
@@ -66,35 +73,61 @@ options:
     elements: str
     default: []
   memory:
-    description: The registered C(results) of M(llamarpc.cluster.node_memory_facts) looped over O(worker_hosts) with
-      C(delegate_to) (each C(item) a worker's name).
-    type: list
-    elements: dict
-    default: []
-  probe:
-    description: The C(rpc_endpoints) fact of M(llamarpc.cluster.rpc_endpoint_facts) for the workers not serving.
-    type: list
-    elements: dict
-    default: []
-  env_in_force:
     description:
-      - The registered C(results) of C(ansible.builtin.slurp) looped over the env files that may hold the plan in
-        force, first match wins (the supervisor's override, then the deployed C(cluster.env)); a file not read has no
-        C(content).
-      - With O(health_status) V(200), the endpoints of its C(LLAMARPC_RPC) are RV(serving).
+      - Each worker host's memory figures (the C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts) run on
+        it - C(available), C(total)) by inventory name. A host with none (empty or null) was unreachable.
+    type: dict
+    default: {}
+  seeding:
+    description:
+      - In step with O(worker_hosts), what each worker's role published for seeding its tensor cache
+        (C(llama_rpc_worker_seeding) - C(cache_dir), C(keep_file)); empty where the cache is off. Only for RV(seed_needed).
     type: list
     elements: dict
     default: []
-  health_status:
-    description: The HTTP status llama-server's C(/health) answered (V(0) when nothing answered).
-    type: int
-    default: 0
+  api_url:
+    description: llama-server's API base URL; its C(/health) says whether it serves now (with O(worker_hosts)).
+    type: str
+  api_key:
+    description: The API key llama-server was given, sent as a bearer token with the C(/health) request.
+    type: str
+    default: ''
+  env_files:
+    description:
+      - The env files that may hold the plan in force, first readable wins (the supervisor's override, then the
+        deployed C(cluster.env)). With C(/health) answering 200, the endpoints of its C(LLAMARPC_RPC) are RV(serving)
+        and are not probed (a worker serves one client at a time).
+    type: list
+    elements: path
+    default: []
+  plan_file:
+    description:
+      - The deployed plan record (JSON, as the llama_coordinator role writes it), read once. RV(record) is compared with
+        it (RV(deploy_needed)), and its split is kept, with today's memory figures, when it uses as many workers as a
+        new plan would, all usable, each still fitting, and the model's layer count is unchanged (memory that moves
+        between runs then never re-plans). A missing or unreadable file plans anew.
+    type: path
+  rpc_protocol:
+    description: The RPC protocol version of the coordinator's llama.cpp (C(7.0.0)); empty skips the protocol check.
+    type: str
+    default: ''
+  worker_group:
+    description: The inventory group of the workers, named in the protocol refusal.
+    type: str
+    default: rpc_workers
+  controller_model_path:
+    description:
+      - Shard 1 of the same model on the controller. In check mode, when O(model_path) is not on the coordinator yet
+        (before the first real run), the plan comes from the headers of this copy (RV(planned_from) V(controller));
+        the action plugin reads them on the controller. Not in the plan-only run (O(plan_only)).
+    type: path
+  controller_model:
+    description: The model read from O(controller_model_path)'s headers by the action plugin (not set by hand).
+    type: dict
   plan_only:
-    description: Count every worker with memory figures as ready (the plan-only run, before any worker runs).
-    type: bool
-    default: false
-  check_mode_run:
-    description: Count a worker that nothing answers for yet as ready (pass C(ansible_check_mode)).
+    description:
+      - The plan-only run (C(playbooks/plan.yml)) - every worker with memory figures counts as ready, and a model that
+        cannot fit is returned as RV(refusal) instead of failing.
     type: bool
     default: false
   deployment:
@@ -119,10 +152,6 @@ options:
         description: Seconds a worker may stay down before the supervisor re-plans.
         type: int
         required: true
-  deployed:
-    description: The JSON text of the deployed plan record (empty when there is none), compared with RV(record).
-    type: str
-    default: ''
   coordinator:
     description: Inventory name of the coordinator; a worker of that name shares the host with llama-server.
     type: str
@@ -175,16 +204,18 @@ options:
     description:
       - The coordinator host's memory figures for O(fit_first) when the coordinator is not one of the workers - the
         C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts), C(available) and optionally C(total).
-        Rounded like the workers' figures.
+        Rounded like the workers' figures. With O(worker_hosts) and without this option, the module reads them on the
+        host it runs on (the coordinator).
     type: dict
-  keep_plan_file:
-    description:
-      - The deployed plan (JSON with a C(plan) holding C(rpc) and C(tensor_split), as the llama_coordinator role
-        writes it). Its split is kept, with today's memory figures, when it uses as many workers as a new plan
-        would, all usable, each still fitting, and the model's layer count is unchanged; the result's C(kept) says so.
-        Memory that moves between runs then never re-plans (and never restarts llama-server).
-      - A missing or unreadable file plans anew.
-    type: path
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on
+      the controller.
+    support: full
+    details: In check mode it reads O(controller_model_path)'s headers on the controller, then runs the module.
+  check_mode:
+    details: Reads and plans as without check mode; a worker that nothing answers for yet counts as ready (this run
+      would start it).
 seealso:
   - module: llamarpc.cluster.rpc_endpoint_facts
   - module: llamarpc.cluster.node_memory_facts
@@ -274,18 +305,43 @@ serving:
   type: list
   elements: str
   sample: ["10.213.0.11:50052"]
+probe:
+  description: What each probed worker (every worker llama-server is not connected to) answered - the C(rpc_endpoints)
+    items of M(llamarpc.cluster.rpc_endpoint_facts).
+  returned: when O(worker_hosts) is given
+  type: list
+  elements: dict
+health_status:
+  description: The HTTP status llama-server's C(/health) answered (V(0) when nothing answered).
+  returned: when O(worker_hosts) is given
+  type: int
+planned_from:
+  description: Where the model was read - V(coordinator) (O(model_path)), V(given) (O(model)), V(controller) (check
+    mode, O(controller_model_path)), or null when check mode found nothing to plan yet (RV(msg) says why).
+  returned: always
+  type: str
+seed_needed:
+  description: Whether the planned workers' tensor caches should be seeded before the load - a planned worker has a
+    cache (O(seeding)), the model is on the coordinator, not the plan-only run, and a load is coming (RV(deploy_needed),
+    or llama-server not serving).
+  returned: success, when O(worker_hosts) is given
+  type: bool
+refusal:
+  description: With O(plan_only), why the model cannot be planned (empty when it can); the run does not fail.
+  returned: when O(plan_only)
+  type: str
 record:
   description: The deployed plan record (O(deployment), C(summary), C(workers) without C(state), C(options), C(plan)).
   returned: success, when O(deployment) is given
   type: dict
 deploy_needed:
-  description: Whether RV(record) must replace O(deployed) - when anything but the workers' memory figures differs
+  description: Whether RV(record) must replace the deployed one (O(plan_file)) - when anything but the workers' memory figures differs
     (the plan's C(rpc), C(devices) and C(tensor_split) and the workers' endpoints are compared).
   returned: success, when O(deployment) is given
   type: bool
 """
 
-import json
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.formatters import human_to_bytes
@@ -293,7 +349,9 @@ from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as planner
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coordinator_state as state
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _node_memory
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as perf
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_endpoints as rpc_endpoints
 
 # What the planner reads of a model summary (_cluster_plan.summarize).
 MODEL_KEYS = (
@@ -306,6 +364,9 @@ MODEL_KEYS = (
     "embedding_bytes",
     "weight_bytes",
 )
+
+# Seconds a worker's probe may take to connect and to answer HELLO (rpc_endpoint_facts' defaults).
+PROBE_TIMEOUT = 3.0
 
 
 def _size(module, name):
@@ -362,30 +423,23 @@ def _coordinator_available(figures):
     return planner.round_memory([entry])[0]["mem_available"]
 
 
-def _plan_in_force(path):
-    """The ``plan`` of a deployed plan file (``rpc``, ``tensor_split``), or None when there is none to keep."""
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return doc.get("plan") if isinstance(doc, dict) and isinstance(doc.get("plan"), dict) else None
-
-
 ARGUMENT_SPEC = {
     "model_path": {"type": "path"},
     "model": {"type": "dict"},
     "workers": {"type": "list", "elements": "dict"},
     "worker_hosts": {"type": "list", "elements": "str"},
     "endpoints": {"type": "list", "elements": "str", "default": []},
-    "memory": {"type": "list", "elements": "dict", "default": []},
-    "probe": {"type": "list", "elements": "dict", "default": []},
-    "env_in_force": {"type": "list", "elements": "dict", "default": []},
-    "health_status": {"type": "int", "default": 0},
+    "memory": {"type": "dict", "default": {}},
+    "seeding": {"type": "list", "elements": "dict", "default": []},
+    "api_url": {"type": "str"},
+    "api_key": {"type": "str", "default": "", "no_log": True},
+    "env_files": {"type": "list", "elements": "path", "default": []},
+    "plan_file": {"type": "path"},
+    "rpc_protocol": {"type": "str", "default": ""},
+    "worker_group": {"type": "str", "default": "rpc_workers"},
+    "controller_model_path": {"type": "path"},
+    "controller_model": {"type": "dict"},
     "plan_only": {"type": "bool", "default": False},
-    "check_mode_run": {"type": "bool", "default": False},
     "coordinator": {"type": "str"},
     "ctx_size": {"type": "int", "default": 4096},
     "parallel": {"type": "int", "default": 1},
@@ -397,7 +451,6 @@ ARGUMENT_SPEC = {
     "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
     "fit_first": {"type": "bool", "default": True},
     "coordinator_memory": {"type": "dict"},
-    "keep_plan_file": {"type": "path"},
     "deployment": {
         "type": "dict",
         "options": {
@@ -407,30 +460,67 @@ ARGUMENT_SPEC = {
             "replan_after": {"type": "int", "required": True},
         },
     },
-    "deployed": {"type": "str", "default": ""},
 }
 
 
-def _inputs(params):
-    """The candidates (given, or built from the raw inputs) and what is returned with them."""
-    if params["worker_hosts"] is None:
-        return params["workers"], {}
-    if len(params["endpoints"]) != len(params["worker_hosts"]):
-        raise planner.PlanError("endpoints must be given in step with worker_hosts (one each)")
-    serving = state.serving(params["env_in_force"], params["health_status"])
+def _probe(endpoints):
+    """rpc_endpoint_facts' answer for each endpoint (HELLO and the devices, probed at once, closed abortively)."""
+    targets = [rpc_endpoints.normalize_endpoint(endpoint, 50052) for endpoint in endpoints]
+    return rpc_endpoints.probe_endpoints(targets, PROBE_TIMEOUT, PROBE_TIMEOUT)
+
+
+def _observe(module):
+    """With O(worker_hosts): the coordinator's own view - /health, the plan in force, the probes of the workers
+    llama-server is not connected to - and the candidates built from it. Fails on a worker of another protocol
+    major. Returns (candidates, what is returned with them)."""
+    params = module.params
+    hosts, endpoints = params["worker_hosts"], params["endpoints"]
+    if len(endpoints) != len(hosts):
+        module.fail_json(msg="endpoints must be given in step with worker_hosts (one each)")
+    if params["seeding"] and len(params["seeding"]) != len(hosts):
+        module.fail_json(msg="seeding must be given in step with worker_hosts (one each, {} where there is none)")
+    health = state.health_status(params["api_url"], params["api_key"]) if params["api_url"] else 0
+    serving = state.serving_now(state.env_in_force(params["env_files"]), health)
+    try:
+        probe = _probe([endpoint for endpoint in endpoints if endpoint not in serving])
+    except ValueError as exc:
+        module.fail_json(msg=f"invalid endpoint: {exc}")
+    refusal = state.protocol_refusal(
+        state.foreign_workers(probe, params["rpc_protocol"]),
+        params["rpc_protocol"],
+        params["coordinator"] or "the coordinator",
+        params["worker_group"],
+    )
+    gathered = {"serving": serving, "probe": probe, "health_status": health}
+    if refusal:
+        module.fail_json(msg=refusal, **gathered)
     found = state.candidates(
-        params["worker_hosts"],
-        params["endpoints"],
+        hosts,
+        endpoints,
         params["memory"],
-        params["probe"],
+        probe,
         serving_endpoints=serving,
         plan_only=params["plan_only"],
-        check_mode=params["check_mode_run"],
+        check_mode=module.check_mode,
     )
-    return found, {"candidates": found, "serving": serving}
+    gathered["candidates"] = found
+    return found, gathered
 
 
-def _record(params, summary, workers, result, headroom, overhead):
+def _coordinator_memory(params):
+    """The coordinator host's figures for fit first: given, else read here (the module runs on the coordinator) when
+    no worker shares its host; None when not needed or not readable."""
+    if params["coordinator_memory"] is not None:
+        return params["coordinator_memory"]
+    if params["worker_hosts"] is None or not params["fit_first"] or params["coordinator"] in params["worker_hosts"]:
+        return None
+    try:
+        return _node_memory.memory_facts()
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+def _record(params, deployed, summary, workers, result, headroom, overhead):
     """The deployed plan record and whether it must be rewritten ({} without O(deployment))."""
     if params["deployment"] is None:
         return {}
@@ -447,7 +537,31 @@ def _record(params, summary, workers, result, headroom, overhead):
         "cache_ram": params["cache_ram"] << 20,  # bytes, as headroom and overhead: the supervisor plans with these
     }
     doc = state.record(params["deployment"], summary, workers, options, result)
-    return {"record": doc, "deploy_needed": state.deploy_needed(state.read_record(params["deployed"]), doc)}
+    return {"record": doc, "deploy_needed": state.deploy_needed(deployed, doc)}
+
+
+def _seed_needed(params, source, result, gathered, decided):
+    """RV(seed_needed) with O(worker_hosts) ({} without)."""
+    if params["worker_hosts"] is None:
+        return {}
+    seeding = dict(zip(params["worker_hosts"], params["seeding"] or [{}] * len(params["worker_hosts"]), strict=True))
+    targets = state.seed_targets(result["rpc"], params["endpoints"], params["worker_hosts"], seeding)
+    needed = state.seed_needed(
+        targets,
+        plan_only=params["plan_only"],
+        source=source,
+        deploy_needed=decided.get("deploy_needed", False),
+        health=gathered["health_status"],
+    )
+    return {"seed_needed": needed}
+
+
+def _not_here(params, host):
+    return (
+        f"{params['model_path']} is not on {host} yet, and its headers are not on the controller (llama_model_files): "
+        "check mode shows the shard placement only. The playbook llamarpc.cluster.plan reads the headers from the "
+        "source without downloading and shows the memory plan."
+    )
 
 
 def main():
@@ -458,10 +572,23 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    host = params["coordinator"] or "this host"
     try:
-        found, gathered = _inputs(params)
-    except planner.PlanError as exc:
-        module.fail_json(msg=str(exc))
+        source = state.plan_source(
+            bool(params["model"]),
+            bool(params["model_path"]) and os.path.exists(params["model_path"]),
+            params["controller_model"],
+            module.check_mode,
+            params["plan_only"],
+        )
+    except FileNotFoundError:
+        module.fail_json(msg=f"{params['model_path']} does not exist on {host}.")
+    if source is None:
+        module.exit_json(changed=False, planned_from=None, msg=_not_here(params, host))
+
+    found, gathered = (params["workers"], {}) if params["worker_hosts"] is None else _observe(module)
+    if params["plan_only"]:
+        gathered["refusal"] = ""
     for worker in found:
         missing = [key for key in ("name", "endpoint", "mem_available") if worker.get(key) in (None, "")]
         if missing:
@@ -474,8 +601,13 @@ def main():
             "be planned for on the coordinator's host",
             **gathered,
         )
+    # The deployed plan, read once: the split to keep, and the record this run compares with.
+    deployed = state.read_record(state.read_text(params["plan_file"]) if params["plan_file"] else None)
     try:
-        summary = params["model"] or planner.summarize(gguf.read_model(params["model_path"]))
+        if source == state.FROM_COORDINATOR:
+            summary = planner.summarize(gguf.read_model(params["model_path"]))
+        else:
+            summary = params["model"] if source == state.FROM_GIVEN else params["controller_model"]
         missing = sorted(set(MODEL_KEYS) - set(summary))
         if missing:
             module.fail_json(
@@ -493,21 +625,27 @@ def main():
             overhead=overhead,
             strategy=params["strategy"],
             coordinator=params["coordinator"],
-            keep=_plan_in_force(params["keep_plan_file"]),
+            keep=state.kept_plan(deployed),
             fit_first=params["fit_first"],
-            coordinator_available=_coordinator_available(params["coordinator_memory"]),
+            coordinator_available=_coordinator_available(_coordinator_memory(params)),
             cache_ram=params["cache_ram"] << 20,
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
-        module.fail_json(msg=str(exc), **gathered)
+        if params["plan_only"]:
+            gathered["refusal"] = str(exc)
+            module.exit_json(changed=False, planned_from=source, msg=str(exc), **gathered)
+        module.fail_json(msg=str(exc), planned_from=source, **gathered)
+    decided = _record(params, deployed, summary, workers, result, headroom, overhead)
     module.exit_json(
         changed=False,
         plan=result,
         model=summary,
         workers=workers,
+        planned_from=source,
         explanation=explain(result, workers, params["coordinator"]),
         **gathered,
-        **_record(params, summary, workers, result, headroom, overhead),
+        **decided,
+        **_seed_needed(params, source, result, gathered, decided),
     )
 
 

@@ -75,6 +75,17 @@ def probe_all(targets, timeout, connect_timeout):
         return {key: future.result() for key, future in futures.items()}
 
 
+def probe_endpoints(targets, timeout, connect_timeout):
+    """One fact per normalized target ``(name, host, port)``, in order (rpc_endpoint_facts' ``rpc_endpoints``)."""
+    results = probe_all(targets, timeout, connect_timeout)
+    facts = []
+    for name, host, port in targets:
+        item = {"name": name}
+        item.update(results[(host, port)].as_dict())
+        facts.append(item)
+    return facts
+
+
 def summarize(facts):
     summary = {"total": len(facts)}
     summary.update((state, 0) for state in rpc.STATES)
@@ -103,12 +114,7 @@ def run_module(module):
         except ValueError as exc:
             module.fail_json(msg=f"invalid endpoint: {exc}")
 
-    results = probe_all(targets, params["timeout"], params["connect_timeout"])
-    facts = []
-    for name, host, port in targets:
-        item = {"name": name}
-        item.update(results[(host, port)].as_dict())
-        facts.append(item)
+    facts = probe_endpoints(targets, params["timeout"], params["connect_timeout"])
     summary, msg = summarize(facts)
     result = {
         "changed": False,
