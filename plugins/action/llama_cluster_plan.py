@@ -39,7 +39,8 @@ class ActionModule(ActionBase):
         del tmp
         module_args = dict(self._task.args)
         module_args.pop("controller_model", None)  # only this plugin sets it
-        if self._task.check_mode and not module_args.get("model") and not boolean(module_args.get("plan_only", False), strict=False):
+        plan_only = boolean(module_args.get("plan_only", False), strict=False)
+        if self._task.check_mode and not module_args.get("model") and not plan_only:
             summary = controller_model(module_args.get("controller_model_path"))
             if summary is not None:
                 module_args["controller_model"] = summary

@@ -81,7 +81,8 @@ options:
   seeding:
     description:
       - In step with O(worker_hosts), what each worker's role published for seeding its tensor cache
-        (C(llama_rpc_worker_seeding) - C(cache_dir), C(keep_file)); empty where the cache is off. Only for RV(seed_needed).
+        (C(llama_rpc_worker_seeding) - C(cache_dir), C(keep_file)); empty where the cache is off. Only for
+        RV(seed_needed).
     type: list
     elements: dict
     default: []
@@ -335,8 +336,8 @@ record:
   returned: success, when O(deployment) is given
   type: dict
 deploy_needed:
-  description: Whether RV(record) must replace the deployed one (O(plan_file)) - when anything but the workers' memory figures differs
-    (the plan's C(rpc), C(devices) and C(tensor_split) and the workers' endpoints are compared).
+  description: Whether RV(record) must replace the deployed one (O(plan_file)) - when anything but the workers' memory
+    figures differs (the plan's C(rpc), C(devices) and C(tensor_split) and the workers' endpoints are compared).
   returned: success, when O(deployment) is given
   type: bool
 """

@@ -8,8 +8,11 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+from ansible.plugins.action import ActionBase
 from tiny_gguf import generate
 
 from ansible_collections.llamarpc.cluster.plugins.action import llama_cluster_plan as action
@@ -117,7 +120,12 @@ def test_the_probe_and_the_memory_make_the_candidates(plan, workers):
     assert not out.failed, out.result
     assert states(out) == ["ready", "refused", "ready"]
     first = out.result["candidates"][0]
-    assert (first["name"], first["endpoint"], first["mem_available"], first["mem_total"]) == ("n1", workers[0], 4 * GIB, 8 * GIB)
+    assert (first["name"], first["endpoint"], first["mem_available"], first["mem_total"]) == (
+        "n1",
+        workers[0],
+        4 * GIB,
+        8 * GIB,
+    )
     assert first["rtt_ms"] is not None
     assert [entry["endpoint"] for entry in out.result["probe"]] == workers
     assert out.result["plan"]["rpc"] == f"{workers[0]},{workers[2]}"
@@ -145,7 +153,9 @@ def test_health_is_asked_with_the_api_key(plan, health):
 def test_the_plan_in_force_serves_when_healthy_and_is_not_probed(plan, health, tmp_path, workers, monkeypatch):
     probed = []
     real = llama_cluster_plan._probe
-    monkeypatch.setattr(llama_cluster_plan, "_probe", lambda endpoints: probed.append(list(endpoints)) or real(endpoints))
+    monkeypatch.setattr(
+        llama_cluster_plan, "_probe", lambda endpoints: probed.append(list(endpoints)) or real(endpoints)
+    )
     (tmp_path / "cluster.env").write_text(f"# managed\nLLAMARPC_RPC={workers[1]},{workers[2]}\nLLAMARPC_PLAN_ARGS=x\n")
     healthy = plan(api_url=health(200).url)
     assert healthy.result["serving"] == workers[1:]
@@ -271,7 +281,9 @@ def test_where_the_model_is_planned_from(plan, model):
     assert controller.result["plan"]["rpc"] == here.result["plan"]["rpc"]
     nothing = plan(check_mode=True, model_path="/nowhere/m.gguf")
     assert not nothing.failed and "plan" not in nothing.result and nothing.result["planned_from"] is None
-    assert nothing.result["msg"].startswith("/nowhere/m.gguf is not on n1 yet, and its headers are not on the controller")
+    assert nothing.result["msg"].startswith(
+        "/nowhere/m.gguf is not on n1 yet, and its headers are not on the controller"
+    )
     # A real run never plans from the controller's copy: the model must be on the coordinator.
     real = plan(model_path="/nowhere/m.gguf", controller_model=summary)
     assert real.failed and real.result["msg"] == "/nowhere/m.gguf does not exist on n1."
@@ -287,3 +299,35 @@ def test_the_action_reads_the_controllers_headers(model, tmp_path):
     assert summary["n_layer"] == model["block_count"]
     assert action.controller_model(str(tmp_path / "absent.gguf")) is None
     assert action.controller_model("") is None
+
+
+def run_action(args, check_mode):
+    """The action plugin's run() with the module call captured: (module name, module args)."""
+    calls = []
+    plugin = action.ActionModule.__new__(action.ActionModule)
+    plugin._task = SimpleNamespace(args=args, check_mode=check_mode, async_val=0, diff=False)
+
+    def execute(self, module_name, module_args, task_vars):
+        calls.append((module_name, module_args))
+        return {"changed": False}
+
+    with (
+        mock.patch.object(ActionBase, "run", lambda self, tmp=None, task_vars=None: {}),
+        mock.patch.object(action.ActionModule, "_execute_module", execute),
+    ):
+        plugin.run(task_vars={})
+    return calls[0]
+
+
+def test_the_action_gives_the_controllers_model_in_check_mode_only(model):
+    path = model["files"][0]["path"]
+    name, args = run_action({"model_path": "/on/the/coordinator.gguf", "controller_model_path": path}, check_mode=True)
+    assert name == "llamarpc.cluster.llama_cluster_plan" and args["controller_model"]["n_layer"] == model["block_count"]
+    _name, args = run_action({"model_path": "/m.gguf", "controller_model_path": path}, check_mode=False)
+    assert "controller_model" not in args  # a real run never plans from the controller's copy
+    _name, args = run_action(
+        {"model": {"n_layer": 1}, "plan_only": True, "controller_model_path": path}, check_mode=True
+    )
+    assert "controller_model" not in args  # the plan-only run plans the model it is given
+    _name, args = run_action({"model_path": "/m.gguf", "controller_model": {"forged": 1}}, check_mode=False)
+    assert "controller_model" not in args  # only the plugin sets it

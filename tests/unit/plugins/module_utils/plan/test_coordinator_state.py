@@ -15,6 +15,8 @@ ENV = (
     "# Ansible managed\nLLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n"
     "LLAMARPC_PLAN_ARGS=--rpc 10.0.0.1:50052,10.0.0.2:50052 --device RPC0,RPC1 --tensor-split 1,1 --n-gpu-layers all\n"
 )
+
+
 def test_the_rpc_list_of_an_env_file():
     assert state.rpc_in_force(ENV) == ["10.0.0.1:50052", "10.0.0.2:50052"]
     assert state.rpc_in_force("LLAMARPC_RPC=\n") == []
