@@ -17,6 +17,7 @@ from tiny_gguf import generate
 
 from ansible_collections.llamarpc.cluster.plugins.action import llama_cluster_plan as action
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coordinator_state as state
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_run
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cluster_plan
 
 GIB = 1 << 30
@@ -152,10 +153,8 @@ def test_health_is_asked_with_the_api_key(plan, health):
 
 def test_the_plan_in_force_serves_when_healthy_and_is_not_probed(plan, health, tmp_path, workers, monkeypatch):
     probed = []
-    real = llama_cluster_plan._probe
-    monkeypatch.setattr(
-        llama_cluster_plan, "_probe", lambda endpoints: probed.append(list(endpoints)) or real(endpoints)
-    )
+    real = _plan_run._probe
+    monkeypatch.setattr(_plan_run, "_probe", lambda endpoints: probed.append(list(endpoints)) or real(endpoints))
     (tmp_path / "cluster.env").write_text(f"# managed\nLLAMARPC_RPC={workers[1]},{workers[2]}\nLLAMARPC_PLAN_ARGS=x\n")
     healthy = plan(api_url=health(200).url)
     assert healthy.result["serving"] == workers[1:]
@@ -236,7 +235,7 @@ def test_the_record_and_when_it_must_be_rewritten(plan, tmp_path):
 def test_the_coordinators_own_memory_is_read_for_fit_first(plan, monkeypatch):
     reads = []
     big = {"available": 64 * GIB, "total": 64 * GIB}
-    monkeypatch.setattr(llama_cluster_plan._node_memory, "memory_facts", lambda: reads.append(1) or big)
+    monkeypatch.setattr(_plan_run._node_memory, "memory_facts", lambda: reads.append(1) or big)
     local = plan(coordinator="c", strategy="fewest")
     assert reads == [1] and local.result["plan"]["local"] is True
     # A worker shares the coordinator's host: its figure is the coordinator's, nothing else is read.
