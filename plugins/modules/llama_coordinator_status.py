@@ -26,9 +26,13 @@ options:
     type: path
     required: true
   supervisor:
-    description: The supervisor script; run as C(python3 SUPERVISOR status).
+    description: The supervisor script; run as C(PYTHON SUPERVISOR status).
     type: path
     required: true
+  python:
+    description: The Python that runs the supervisor (the one its units use).
+    type: path
+    default: /usr/bin/python3
   mount_root:
     description: Where the shards' SSHFS mounts are (llama_model's C(llama_model_mount_root)).
     type: path
@@ -89,6 +93,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coor
 ARGUMENT_SPEC = {
     "plan_file": {"type": "path", "required": True},
     "supervisor": {"type": "path", "required": True},
+    "python": {"type": "path", "default": "/usr/bin/python3"},
     "mount_root": {"type": "path", "default": "/mnt/llamarpc"},
     "workers": {"type": "list", "elements": "str", "default": []},
     "memory": {"type": "dict", "default": {}},
@@ -101,8 +106,7 @@ def read_status(module):
     deployed = state.read_record(state.read_text(params["plan_file"]))
     if not deployed:
         module.fail_json(msg=f"no deployed plan in {params['plan_file']}: run site.yml first")
-    python = module.get_bin_path("python3", required=True)
-    rc, out, err = module.run_command([python, params["supervisor"], "status"])
+    rc, out, err = module.run_command([params["python"], params["supervisor"], "status"])
     verdict = state.read_record(out) if rc == 0 else {}
     if not verdict:
         module.fail_json(msg=f"the supervisor's status failed (exit {rc}): {(err or out).strip()}")

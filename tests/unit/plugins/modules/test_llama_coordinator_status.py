@@ -4,6 +4,7 @@ mounts listed in a bounded child, the workers' memory; and what it says when a p
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -19,7 +20,7 @@ def coordinator(tmp_path, closed_port):
     plan.write_text(json.dumps({"url": f"http://127.0.0.1:{closed_port}", "plan": {"table": ["t"]}}))
     supervisor = tmp_path / "supervisor.py"
     supervisor.write_text("import json\nprint(json.dumps({'verdict': 'ok', 'workers': {'n1': 'ready'}}))\n")
-    return {"plan_file": str(plan), "supervisor": str(supervisor), "workers": ["n1", "n2"]}
+    return {"plan_file": str(plan), "supervisor": str(supervisor), "python": sys.executable, "workers": ["n1", "n2"]}
 
 
 def test_the_module_reads_the_status_on_the_host(run_module, coordinator, tmp_path, monkeypatch):
