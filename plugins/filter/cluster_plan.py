@@ -2,8 +2,7 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The endpoints llama-server is connected to now, the workers to seed before a load, and the peers they read shards
-from (module_utils/plan/_coordinator_state)."""
+"""The workers to seed before a load, and the peers they read shards from (module_utils/plan/_coordinator_state)."""
 
 # Each filter is documented beside this file, in plugins/filter/<filter name>.yml.
 
@@ -13,10 +12,6 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llamarpc.cluster.plugins.filter.mesh import mesh_address
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coordinator_state
-
-
-def serving_endpoints(env_reads, health_status=0):
-    return _coordinator_state.serving(list(env_reads or ()), int(health_status or 0))
 
 
 def seed_targets(rpc, endpoints, workers, hostvars):
@@ -45,7 +40,7 @@ def shard_peers(placement, here, hostvars, user, export_name, identity_file, kno
 
 
 class FilterModule:
-    """The plan in force."""
+    """The workers to seed and the peers they read shards from."""
 
     def filters(self):
-        return {"serving_endpoints": serving_endpoints, "seed_targets": seed_targets, "shard_peers": shard_peers}
+        return {"seed_targets": seed_targets, "shard_peers": shard_peers}

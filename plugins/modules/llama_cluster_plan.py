@@ -24,7 +24,9 @@ description:
   - Fit first (O(fit_first), strategy V(fewest)) - when the whole model (weights, KV cache, one compute buffer) fits on
     the coordinator's host with O(headroom), the plan is local - no worker, RV(plan.rpc) empty, llama-server computes
     on its own CPU with no RPC hop; workers only when it must, the fewest that fit.
-  - Fails with what is missing when the model cannot fit. Changes nothing.
+  - Fails with what is missing when the model cannot fit. Changes nothing, in check mode too.
+  - A real run fails when O(model_path) does not exist; check mode before the first real run plans from
+    O(controller_model_path) when given, else returns no RV(plan) and says why in RV(msg).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
@@ -53,11 +55,16 @@ options:
     elements: dict
   worker_hosts:
     description:
-      - The worker hosts' inventory names, in a stable order (the inventory's), instead of O(workers); the module builds
-        the candidates (RV(candidates)) from O(endpoints), O(memory), O(probe) and the plan in force.
+      - The worker hosts' inventory names, in a stable order (the inventory's), instead of O(workers). The module then
+        runs on the coordinator and reads the state it plans on itself - llama-server's C(/health) at O(api_url), the
+        plan in force (O(env_files)), the deployed plan (O(plan_file), read once), the coordinator host's memory (for
+        O(fit_first), when no worker shares its host) - and probes the workers llama-server is not connected to
+        (HELLO, as M(llamarpc.cluster.rpc_endpoint_facts) does); the candidates are RV(candidates).
       - A worker is V(unreachable over SSH) without memory figures; V(ready) when it serves llama-server now
-        (RV(serving)), when O(plan_only), or in O(check_mode_run) when nothing answers for it yet; else what O(probe)
-        says of it (V(not probed) when nothing).
+        (RV(serving)), in the plan-only run (O(plan_only)), or in check mode when nothing answers for it yet; else what
+        its probe says.
+      - Fails before planning, and before any change, when a probed worker speaks another RPC protocol major than
+        O(rpc_protocol) (llama-server would refuse it and abort at start).
     type: list
     elements: str
   endpoints:
@@ -66,35 +73,62 @@ options:
     elements: str
     default: []
   memory:
-    description: The registered C(results) of M(llamarpc.cluster.node_memory_facts) looped over O(worker_hosts) with
-      C(delegate_to) (each C(item) a worker's name).
-    type: list
-    elements: dict
-    default: []
-  probe:
-    description: The C(rpc_endpoints) fact of M(llamarpc.cluster.rpc_endpoint_facts) for the workers not serving.
-    type: list
-    elements: dict
-    default: []
-  env_in_force:
     description:
-      - The registered C(results) of C(ansible.builtin.slurp) looped over the env files that may hold the plan in
-        force, first match wins (the supervisor's override, then the deployed C(cluster.env)); a file not read has no
-        C(content).
-      - With O(health_status) V(200), the endpoints of its C(LLAMARPC_RPC) are RV(serving).
+      - Each worker host's memory figures (the C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts) run on
+        it - C(available), C(total)) by inventory name. A host with none (empty or null) was unreachable.
+    type: dict
+    default: {}
+  seeding:
+    description:
+      - In step with O(worker_hosts), what each worker's role published for seeding its tensor cache
+        (C(llama_rpc_worker_seeding) - C(cache_dir), C(keep_file)); empty where the cache is off. Only for
+        RV(seed_needed).
     type: list
     elements: dict
     default: []
-  health_status:
-    description: The HTTP status llama-server's C(/health) answered (V(0) when nothing answered).
-    type: int
-    default: 0
+  api_url:
+    description: llama-server's API base URL; its C(/health) says whether it serves now (with O(worker_hosts)).
+    type: str
+  api_key:
+    description: The API key llama-server was given, sent as a bearer token with the C(/health) request.
+    type: str
+    default: ''
+  env_files:
+    description:
+      - The env files that may hold the plan in force, first readable wins (the supervisor's override, then the
+        deployed C(cluster.env)). With C(/health) answering 200, the endpoints of its C(LLAMARPC_RPC) are RV(serving)
+        and are not probed (a worker serves one client at a time).
+    type: list
+    elements: path
+    default: []
+  plan_file:
+    description:
+      - The deployed plan record (JSON, as the llama_coordinator role writes it), read once. RV(record) is compared with
+        it (RV(deploy_needed)), and its split is kept, with today's memory figures, when it uses as many workers as a
+        new plan would, all usable, each still fitting, and the model's layer count is unchanged (memory that moves
+        between runs then never re-plans). A missing or unreadable file plans anew.
+    type: path
+  rpc_protocol:
+    description: The RPC protocol version of the coordinator's llama.cpp (C(7.0.0)); empty skips the protocol check.
+    type: str
+    default: ''
+  worker_group:
+    description: The inventory group of the workers, named in the protocol refusal.
+    type: str
+    default: rpc_workers
+  controller_model_path:
+    description:
+      - Shard 1 of the same model on the controller. In check mode, when O(model_path) is not on the coordinator yet
+        (before the first real run), the plan comes from the headers of this copy (RV(planned_from) V(controller));
+        the action plugin reads them on the controller. Not in the plan-only run (O(plan_only)).
+    type: path
+  controller_model:
+    description: The model read from O(controller_model_path)'s headers by the action plugin (not set by hand).
+    type: dict
   plan_only:
-    description: Count every worker with memory figures as ready (the plan-only run, before any worker runs).
-    type: bool
-    default: false
-  check_mode_run:
-    description: Count a worker that nothing answers for yet as ready (pass C(ansible_check_mode)).
+    description:
+      - The plan-only run (C(playbooks/plan.yml)) - every worker with memory figures counts as ready, and a model that
+        cannot fit is returned as RV(refusal) instead of failing.
     type: bool
     default: false
   deployment:
@@ -119,10 +153,6 @@ options:
         description: Seconds a worker may stay down before the supervisor re-plans.
         type: int
         required: true
-  deployed:
-    description: The JSON text of the deployed plan record (empty when there is none), compared with RV(record).
-    type: str
-    default: ''
   coordinator:
     description: Inventory name of the coordinator; a worker of that name shares the host with llama-server.
     type: str
@@ -175,16 +205,18 @@ options:
     description:
       - The coordinator host's memory figures for O(fit_first) when the coordinator is not one of the workers - the
         C(llamarpc_memory) fact of M(llamarpc.cluster.node_memory_facts), C(available) and optionally C(total).
-        Rounded like the workers' figures.
+        Rounded like the workers' figures. With O(worker_hosts) and without this option, the module reads them on the
+        host it runs on (the coordinator).
     type: dict
-  keep_plan_file:
-    description:
-      - The deployed plan (JSON with a C(plan) holding C(rpc) and C(tensor_split), as the llama_coordinator role
-        writes it). Its split is kept, with today's memory figures, when it uses as many workers as a new plan
-        would, all usable, each still fitting, and the model's layer count is unchanged; the result's C(kept) says so.
-        Memory that moves between runs then never re-plans (and never restarts llama-server).
-      - A missing or unreadable file plans anew.
-    type: path
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on
+      the controller.
+    support: full
+    details: In check mode it reads O(controller_model_path)'s headers on the controller, then runs the module.
+  check_mode:
+    details: Reads and plans as without check mode; a worker that nothing answers for yet counts as ready (this run
+      would start it).
 seealso:
   - module: llamarpc.cluster.rpc_endpoint_facts
   - module: llamarpc.cluster.node_memory_facts
@@ -274,241 +306,55 @@ serving:
   type: list
   elements: str
   sample: ["10.213.0.11:50052"]
+probe:
+  description: What each probed worker (every worker llama-server is not connected to) answered - the C(rpc_endpoints)
+    items of M(llamarpc.cluster.rpc_endpoint_facts).
+  returned: when O(worker_hosts) is given
+  type: list
+  elements: dict
+health_status:
+  description: The HTTP status llama-server's C(/health) answered (V(0) when nothing answered).
+  returned: when O(worker_hosts) is given
+  type: int
+planned_from:
+  description: Where the model was read - V(coordinator) (O(model_path)), V(given) (O(model)), V(controller) (check
+    mode, O(controller_model_path)), or null when check mode found nothing to plan yet (RV(msg) says why).
+  returned: always
+  type: str
+seed_needed:
+  description: Whether the planned workers' tensor caches should be seeded before the load - a planned worker has a
+    cache (O(seeding)), the model is on the coordinator, not the plan-only run, and a load is coming (RV(deploy_needed),
+    or llama-server not serving).
+  returned: success, when O(worker_hosts) is given
+  type: bool
+refusal:
+  description: With O(plan_only), why the model cannot be planned (empty when it can); the run does not fail.
+  returned: when O(plan_only)
+  type: str
 record:
   description: The deployed plan record (O(deployment), C(summary), C(workers) without C(state), C(options), C(plan)).
   returned: success, when O(deployment) is given
   type: dict
 deploy_needed:
-  description: Whether RV(record) must replace O(deployed) - when anything but the workers' memory figures differs
-    (the plan's C(rpc), C(devices) and C(tensor_split) and the workers' endpoints are compared).
+  description: Whether RV(record) must replace the deployed one (O(plan_file)) - when anything but the workers' memory
+    figures differs (the plan's C(rpc), C(devices) and C(tensor_split) and the workers' endpoints are compared).
   returned: success, when O(deployment) is given
   type: bool
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.formatters import human_to_bytes
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf
-from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as planner
-from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _coordinator_state as state
-from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as perf
-
-# What the planner reads of a model summary (_cluster_plan.summarize).
-MODEL_KEYS = (
-    "n_layer",
-    "n_head_kv",
-    "head_k",
-    "head_v",
-    "layer_bytes",
-    "output_bytes",
-    "embedding_bytes",
-    "weight_bytes",
-)
-
-
-def _size(module, name):
-    try:
-        value = human_to_bytes(module.params[name])
-    except (TypeError, ValueError):
-        module.fail_json(msg=f"{name} must be a size in bytes or with K, M, G or T, not {module.params[name]!r}")
-    if value < 0:
-        module.fail_json(msg=f"{name} must not be negative")
-    return value
-
-
-def explain(result, workers, coordinator=None):
-    """Why this many workers, in the performance model's terms: in the layer split every generated token crosses
-    the network LAYER_ROUND_TRIPS times per worker, so fewer workers mean fewer round trips. With measured round
-    trips (a worker's ``rtt_ms``, from rpc_endpoint_facts' connect time) the network time per token is given too.
-    Kept out of the plan itself: round-trip times vary from run to run, the plan must not."""
-    usable = [w for w in workers if w.get("state", "ready") == "ready"]
-    if result.get("local"):
-        return (
-            f"local: the whole model fits on {coordinator or 'the coordinator'} with its headroom, so llama-server "
-            f"serves it there with no RPC worker and no network crossing per token (fit first; {len(usable)} usable "
-            "worker(s) stay idle)"
-        )
-    chosen = {row["name"] for row in result["workers"]}
-    rtts = {w["name"]: float(w["rtt_ms"]) / 1000 for w in usable if w.get("rtt_ms") is not None}
-
-    def network(names):
-        if not names or any(name not in rtts for name in names):
-            return None
-        nodes = [{"name": name, "bytes": 0, "bandwidth": 1, "rtt": rtts[name]} for name in names]
-        return perf.predict(nodes, "layer")["network_seconds"]
-
-    trips = perf.round_trips_per_token(len(chosen), "layer")
-    text = (
-        f"{len(chosen)} of {len(usable)} usable worker(s) ({result['strategy']}): the layer split crosses the network "
-        f"{trips} time{'' if trips == 1 else 's'} per generated token"
-    )
-    if len(chosen) < len(usable):
-        text += f" ({perf.round_trips_per_token(len(usable), 'layer')} with all of them)"
-    mine, every = network(sorted(chosen)), network([w["name"] for w in usable])
-    if mine is not None:
-        text += f"; at the measured round trips that is {mine * 1000:.1f} ms of network time per token"
-        if every is not None and len(chosen) < len(usable):
-            text += f" ({every * 1000:.1f} ms with all)"
-    return text
-
-
-def _coordinator_available(figures):
-    """The coordinator's ``available`` bytes, rounded as the workers' are (None when not given)."""
-    if not figures or figures.get("available") is None:
-        return None
-    entry = {"mem_available": int(figures["available"]), "mem_total": int(figures.get("total") or 0)}
-    return planner.round_memory([entry])[0]["mem_available"]
-
-
-def _plan_in_force(path):
-    """The ``plan`` of a deployed plan file (``rpc``, ``tensor_split``), or None when there is none to keep."""
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return doc.get("plan") if isinstance(doc, dict) and isinstance(doc.get("plan"), dict) else None
-
-
-ARGUMENT_SPEC = {
-    "model_path": {"type": "path"},
-    "model": {"type": "dict"},
-    "workers": {"type": "list", "elements": "dict"},
-    "worker_hosts": {"type": "list", "elements": "str"},
-    "endpoints": {"type": "list", "elements": "str", "default": []},
-    "memory": {"type": "list", "elements": "dict", "default": []},
-    "probe": {"type": "list", "elements": "dict", "default": []},
-    "env_in_force": {"type": "list", "elements": "dict", "default": []},
-    "health_status": {"type": "int", "default": 0},
-    "plan_only": {"type": "bool", "default": False},
-    "check_mode_run": {"type": "bool", "default": False},
-    "coordinator": {"type": "str"},
-    "ctx_size": {"type": "int", "default": 4096},
-    "parallel": {"type": "int", "default": 1},
-    "cache_type_k": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
-    "cache_type_v": {"type": "str", "default": "f16", "choices": sorted(planner.CACHE_TYPE_BYTES)},
-    "headroom": {"type": "str", "default": "512M"},
-    "worker_overhead": {"type": "str", "default": "128M"},
-    "cache_ram": {"type": "int", "default": 0},
-    "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
-    "fit_first": {"type": "bool", "default": True},
-    "coordinator_memory": {"type": "dict"},
-    "keep_plan_file": {"type": "path"},
-    "deployment": {
-        "type": "dict",
-        "options": {
-            "service": {"type": "str", "required": True},
-            "url": {"type": "str", "required": True},
-            "model_path": {"type": "str", "required": True},
-            "replan_after": {"type": "int", "required": True},
-        },
-    },
-    "deployed": {"type": "str", "default": ""},
-}
-
-
-def _inputs(params):
-    """The candidates (given, or built from the raw inputs) and what is returned with them."""
-    if params["worker_hosts"] is None:
-        return params["workers"], {}
-    if len(params["endpoints"]) != len(params["worker_hosts"]):
-        raise planner.PlanError("endpoints must be given in step with worker_hosts (one each)")
-    serving = state.serving(params["env_in_force"], params["health_status"])
-    found = state.candidates(
-        params["worker_hosts"],
-        params["endpoints"],
-        params["memory"],
-        params["probe"],
-        serving_endpoints=serving,
-        plan_only=params["plan_only"],
-        check_mode=params["check_mode_run"],
-    )
-    return found, {"candidates": found, "serving": serving}
-
-
-def _record(params, summary, workers, result, headroom, overhead):
-    """The deployed plan record and whether it must be rewritten ({} without O(deployment))."""
-    if params["deployment"] is None:
-        return {}
-    options = {
-        "ctx_size": params["ctx_size"],
-        "parallel": params["parallel"],
-        "cache_type_k": params["cache_type_k"],
-        "cache_type_v": params["cache_type_v"],
-        "headroom": headroom,
-        "overhead": overhead,
-        "strategy": params["strategy"],
-        "coordinator": params["coordinator"],
-        "fit_first": params["fit_first"],
-        "cache_ram": params["cache_ram"] << 20,  # bytes, as headroom and overhead: the supervisor plans with these
-    }
-    doc = state.record(params["deployment"], summary, workers, options, result)
-    return {"record": doc, "deploy_needed": state.deploy_needed(state.read_record(params["deployed"]), doc)}
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_run
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC,
-        mutually_exclusive=[("model_path", "model"), ("workers", "worker_hosts")],
-        required_one_of=[("model_path", "model"), ("workers", "worker_hosts")],
+        argument_spec=_plan_run.ARGUMENT_SPEC,
+        mutually_exclusive=_plan_run.MUTUALLY_EXCLUSIVE,
+        required_one_of=_plan_run.REQUIRED_ONE_OF,
         supports_check_mode=True,
     )
-    params = module.params
-    try:
-        found, gathered = _inputs(params)
-    except planner.PlanError as exc:
-        module.fail_json(msg=str(exc))
-    for worker in found:
-        missing = [key for key in ("name", "endpoint", "mem_available") if worker.get(key) in (None, "")]
-        if missing:
-            module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}", **gathered)
-    workers = planner.round_memory(found)
-    headroom, overhead = _size(module, "headroom"), _size(module, "worker_overhead")
-    if params["cache_ram"] < 0:
-        module.fail_json(
-            msg=f"cache_ram must be 0 or more MiB, got {params['cache_ram']}: an unbounded prompt cache (-1) cannot "
-            "be planned for on the coordinator's host",
-            **gathered,
-        )
-    try:
-        summary = params["model"] or planner.summarize(gguf.read_model(params["model_path"]))
-        missing = sorted(set(MODEL_KEYS) - set(summary))
-        if missing:
-            module.fail_json(
-                msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_plan returns with fetch=false",
-                **gathered,
-            )
-        result = planner.plan(
-            summary,
-            workers,
-            ctx_size=params["ctx_size"],
-            parallel=params["parallel"],
-            cache_type_k=params["cache_type_k"],
-            cache_type_v=params["cache_type_v"],
-            headroom=headroom,
-            overhead=overhead,
-            strategy=params["strategy"],
-            coordinator=params["coordinator"],
-            keep=_plan_in_force(params["keep_plan_file"]),
-            fit_first=params["fit_first"],
-            coordinator_available=_coordinator_available(params["coordinator_memory"]),
-            cache_ram=params["cache_ram"] << 20,
-        )
-    except (gguf.GGUFError, planner.PlanError, OSError) as exc:
-        module.fail_json(msg=str(exc), **gathered)
-    module.exit_json(
-        changed=False,
-        plan=result,
-        model=summary,
-        workers=workers,
-        explanation=explain(result, workers, params["coordinator"]),
-        **gathered,
-        **_record(params, summary, workers, result, headroom, overhead),
-    )
+    module.exit_json(**_plan_run.run_module(module))
 
 
 if __name__ == "__main__":

@@ -2,16 +2,21 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The coordinator's state around a plan: the plan in force, the endpoints serving it, the planner's candidates from
-what the llama_coordinator role gathered, and the deployed plan record (plan.json) with whether it must be rewritten.
+"""The coordinator's state around a plan, read on the coordinator by llama_cluster_plan: the plan in force (the env
+files), the endpoints serving it (with llama-server's /health), the deployed plan record (plan.json, read once) with
+whether it must be rewritten, the workers of another RPC protocol major, where the model is planned from, and whether
+the planned workers' tensor caches are seeded before the load.
 
-Standard library only. The candidate logic itself is ``_cluster_plan.candidates`` (called, not repeated here).
+Standard library and ansible.module_utils only. The candidate logic itself is ``_cluster_plan.candidates`` (called,
+not repeated here).
 """
 
 from __future__ import annotations
 
-import base64
 import json
+import urllib.error
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan
 
@@ -23,11 +28,56 @@ PARTLY_COMPARED = ("workers", "plan")
 PLAN_ARGS = ("rpc", "devices", "tensor_split", "args")
 
 
-def _decoded(entry):
-    """The text of one slurp result (base64 ``content``), or None when the file was not read."""
-    if not isinstance(entry, dict) or entry.get("content") is None:
+#: The supervisor's run-time plan (written while a planned worker is down), read before the deployed cluster.env.
+OVERRIDE_ENV = "/run/llamarpc/coordinator/override.env"
+
+#: Seconds llama-server's /health may take to answer before it counts as not answering.
+HEALTH_TIMEOUT = 5
+
+#: Where the model is planned from (plan_source): the file on the coordinator, the summary given by the caller, the
+#: controller's copy of its headers (check mode before the shards are in place), or nowhere yet.
+FROM_COORDINATOR, FROM_GIVEN, FROM_CONTROLLER = "coordinator", "given", "controller"
+
+
+def read_text(path):
+    """The text of a file, or None when it cannot be read (missing, unreadable, a directory)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
         return None
-    return base64.b64decode(entry["content"]).decode("utf-8", errors="replace")
+
+
+def env_in_force(paths):
+    """The text of the first env file that can be read (the supervisor's override, else the deployed cluster.env),
+    or None when there is none."""
+    for path in paths or ():
+        text = read_text(path)
+        if text is not None:
+            return text
+    return None
+
+
+def health_status(url, api_key="", timeout=HEALTH_TIMEOUT):
+    """The HTTP status llama-server's ``/health`` at ``url`` (the API's base URL) answers: 200 when it serves, 503 while
+    it loads, 0 when nothing answers. The API key, when there is one, goes as a bearer token."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with open_url(url.rstrip("/") + "/health", headers=headers, timeout=timeout, use_proxy=False) as reply:
+            return int(reply.getcode())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except Exception:  # noqa: BLE001 - refused, timed out, no route, a bad URL: nothing answered
+        return 0
+
+
+def serving_now(env_text, health):
+    """Endpoints llama-server is connected to now: those of the plan in force when /health answered 200, else none.
+    A worker serves one client at a time, so these are not probed (a probe in its backlog would stall later
+    connects) and count as ready."""
+    if health != 200 or env_text is None:
+        return []
+    return rpc_in_force(env_text)
 
 
 def rpc_in_force(env_text):
@@ -39,37 +89,18 @@ def rpc_in_force(env_text):
     return []
 
 
-def serving(env_reads, health_status):
-    """Endpoints llama-server is connected to now: those of the plan in force (the first env file that was read:
-    the supervisor's override, else the deployed cluster.env) when /health answered 200, else none.
-
-    ``env_reads`` are the results of a looped ``ansible.builtin.slurp`` (missing files have no ``content``)."""
-    if health_status != 200:
-        return []
-    for entry in env_reads or ():
-        text = _decoded(entry)
-        if text is not None:
-            return rpc_in_force(text)
-    return []
+def memory_by_host(memory):
+    """Each worker's memory figures (``llamarpc_memory`` of node_memory_facts) by host name; a host whose figures are
+    empty or null (unreachable over SSH, or node_memory_facts failed there) has none."""
+    return {name: dict(figures) for name, figures in (memory or {}).items() if figures}
 
 
-def memory_by_host(results):
-    """Each worker's ``llamarpc_memory`` figures from the looped, delegated node_memory_facts results (``item`` is
-    the worker's name); a worker it could not reach (or that failed) has none."""
-    memory = {}
-    for result in results or ():
-        figures = ((result or {}).get("ansible_facts") or {}).get("llamarpc_memory")
-        if figures is not None:
-            memory[result.get("item")] = figures
-    return memory
-
-
-def candidates(names, endpoints, memory_results, probe, serving_endpoints=(), plan_only=False, check_mode=False):
-    """The planner's input, one entry per worker (``_cluster_plan.candidates`` on the raw results)."""
+def candidates(names, endpoints, memory, probe, serving_endpoints=(), plan_only=False, check_mode=False):
+    """The planner's input, one entry per worker (``_cluster_plan.candidates``); ``memory`` by host name."""
     return _cluster_plan.candidates(
         list(names),
         list(endpoints),
-        memory_by_host(memory_results),
+        memory_by_host(memory),
         list(probe or ()),
         serving=list(serving_endpoints or ()),
         all_ready=bool(plan_only),
@@ -98,6 +129,68 @@ def read_record(text):
     except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def kept_plan(record_doc):
+    """The ``plan`` of the deployed record (``rpc``, ``tensor_split``) that the planner keeps when it still fits, or
+    None when there is none."""
+    plan = (record_doc or {}).get("plan")
+    return plan if isinstance(plan, dict) else None
+
+
+def major_of(protocol):
+    """The major of a protocol version such as ``7.0.0``; None when it has none (empty, not a number)."""
+    head = str(protocol or "").strip().split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def foreign_workers(probe, protocol):
+    """The probed workers whose RPC protocol major differs from the coordinator's ``protocol`` (llama-server refuses
+    them and aborts at start); none when the coordinator's protocol is not known."""
+    major = major_of(protocol)
+    if major is None:
+        return []
+    return [
+        entry
+        for entry in probe or ()
+        if isinstance(entry.get("major"), int) and not isinstance(entry.get("major"), bool) and entry["major"] != major
+    ]
+
+
+def protocol_refusal(foreign, protocol, coordinator, worker_group):
+    """Why the plan stops before any change when a worker speaks another protocol major (empty when none does)."""
+    if not foreign:
+        return ""
+    speakers = "; ".join(f"{entry.get('endpoint')} speaks RPC protocol {entry.get('protocol')}" for entry in foreign)
+    return (
+        f"{speakers}, but llama-server on {coordinator} speaks {protocol} and refuses a worker of another major "
+        "version: deploy the same llama.cpp version on every host (run site.yml on the workers), or take that worker "
+        f"out of the '{worker_group}' group."
+    )
+
+
+def plan_source(model_given, model_here, controller_model, check_mode, plan_only):
+    """Where the model is planned from: ``given`` (a summary read from the shards' headers: the plan-only run), the
+    file on the ``coordinator``, else - in check mode before the shards are in place, outside the plan-only run - the
+    ``controller``'s copy of its headers when there is one, else None (check mode: nothing to plan yet). A real run
+    without the model raises FileNotFoundError."""
+    if model_given:
+        return FROM_GIVEN
+    if model_here:
+        return FROM_COORDINATOR
+    if check_mode and not plan_only and controller_model:
+        return FROM_CONTROLLER
+    if check_mode:
+        return None
+    raise FileNotFoundError
+
+
+def seed_needed(targets, *, plan_only, source, deploy_needed, health):
+    """Whether the planned workers' tensor caches are seeded before llama-server loads: only when a planned worker has
+    a cache to seed, on the coordinator's own copy of the model (not the plan-only run, not a check run planning from
+    the controller's headers), and a load is coming - a plan to deploy, or llama-server not serving. A rerun that
+    changes nothing seeds nothing."""
+    return bool(targets) and not plan_only and source == FROM_COORDINATOR and (bool(deploy_needed) or health != 200)
 
 
 def deploy_needed(old, new):

@@ -101,6 +101,19 @@ def serving(host, port):
     return rpc.ProbeResult(host=host, port=port, state=rpc.STATE_BUSY, error=SERVING_ERROR)
 
 
+def probe_endpoints(targets, timeout, connect_timeout, connected=frozenset()):
+    """One fact per normalized target ``(name, host, port)``, in order (rpc_endpoint_facts' ``rpc_endpoints``); a
+    target whose port is in ``connected`` (this host's established connections) is reported serving, not probed."""
+    results = {(host, port): serving(host, port) for _name, host, port in targets if port in connected}
+    results.update(probe_all([t for t in targets if t[2] not in connected], timeout, connect_timeout))
+    facts = []
+    for name, host, port in targets:
+        item = {"name": name}
+        item.update(results[(host, port)].as_dict())
+        facts.append(item)
+    return facts
+
+
 def summarize(facts):
     summary = {"total": len(facts)}
     summary.update((state, 0) for state in rpc.STATES)
@@ -131,18 +144,8 @@ def run_module(module):
 
     # A worker serves one client at a time, and a probe left in its backlog of one makes the next connects time out:
     # with skip_connected an endpoint whose port has an established connection on this host is not connected to.
-    connected = established_ports() if params["skip_connected"] else set()
-    results = {(host, port): serving(host, port) for _name, host, port in targets if port in connected}
-    results.update(
-        probe_all(
-            [target for target in targets if target[2] not in connected], params["timeout"], params["connect_timeout"]
-        )
-    )
-    facts = []
-    for name, host, port in targets:
-        item = {"name": name}
-        item.update(results[(host, port)].as_dict())
-        facts.append(item)
+    connected = established_ports() if params["skip_connected"] else frozenset()
+    facts = probe_endpoints(targets, params["timeout"], params["connect_timeout"], connected)
     summary, msg = summarize(facts)
     result = {
         "changed": False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tiny_gguf import generate
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _node_memory
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cluster_plan, node_memory_facts
 
 GIB = 1 << 30
@@ -84,17 +85,17 @@ def test_memory_facts_read_meminfo_and_cgroup_limits(tmp_path):
     (v1 / "memory").mkdir(parents=True)
     (v1 / "memory" / "memory.limit_in_bytes").write_text(str(4 * GIB))
     (v1 / "memory" / "memory.usage_in_bytes").write_text(str(1 * GIB))
-    facts = node_memory_facts.memory_facts(str(meminfo), str(v1))
+    facts = _node_memory.memory_facts(str(meminfo), str(v1))
     assert facts["mem_available"] == 6000000 * 1024
     assert facts["available"] == 3 * GIB  # the cgroup's remaining memory is smaller
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "memory.max").write_text("max\n")
-    unlimited = node_memory_facts.memory_facts(str(meminfo), str(v2))
+    unlimited = _node_memory.memory_facts(str(meminfo), str(v2))
     assert unlimited["cgroup_limit"] is None and unlimited["available"] == 6000000 * 1024
     # A v1 "no limit" (about 2^63) counts as none.
     (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")
-    assert node_memory_facts.memory_facts(str(meminfo), str(v1))["cgroup_limit"] is None
+    assert _node_memory.memory_facts(str(meminfo), str(v1))["cgroup_limit"] is None
 
 
 def test_memory_facts_module_runs_here(run_module):

@@ -3,7 +3,6 @@ the deployed record with when it must be rewritten (Jinja in the llama_coordinat
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
@@ -16,11 +15,6 @@ ENV = (
     "# Ansible managed\nLLAMARPC_RPC=10.0.0.1:50052,10.0.0.2:50052\n"
     "LLAMARPC_PLAN_ARGS=--rpc 10.0.0.1:50052,10.0.0.2:50052 --device RPC0,RPC1 --tensor-split 1,1 --n-gpu-layers all\n"
 )
-NOT_READ = {"failed": True, "msg": "file not found: /run/llamarpc/coordinator/override.env"}
-
-
-def read(text):
-    return {"content": base64.b64encode(text.encode()).decode(), "encoding": "base64", "source": "/x"}
 
 
 def test_the_rpc_list_of_an_env_file():
@@ -33,38 +27,100 @@ def test_the_rpc_list_of_an_env_file():
     assert state.rpc_in_force("# LLAMARPC_RPC=1.2.3.4:1\nLLAMARPC_RPC=5.6.7.8:9\n") == ["5.6.7.8:9"]
 
 
-def test_serving_needs_health_and_takes_the_first_file_read():
-    assert state.serving([NOT_READ, read(ENV)], 200) == ["10.0.0.1:50052", "10.0.0.2:50052"]
-    assert state.serving([read("LLAMARPC_RPC=10.0.0.2:50052\n"), read(ENV)], 200) == ["10.0.0.2:50052"]
-    # Loading (503), down (no answer: 0, or -1 from uri) or nothing deployed: nothing is serving.
-    assert state.serving([NOT_READ, read(ENV)], 503) == []
-    assert state.serving([NOT_READ, read(ENV)], -1) == []
-    assert state.serving([NOT_READ, NOT_READ], 200) == []
-    assert state.serving([], 200) == []
+def test_the_env_in_force_is_the_first_file_that_can_be_read(tmp_path):
+    override, deployed = tmp_path / "override.env", tmp_path / "cluster.env"
+    assert state.env_in_force([str(override), str(deployed)]) is None
+    deployed.write_text(ENV)
+    assert state.env_in_force([str(override), str(deployed)]) == ENV
+    override.write_text("LLAMARPC_RPC=10.0.0.2:50052\n")
+    assert state.env_in_force([str(override), str(deployed)]) == "LLAMARPC_RPC=10.0.0.2:50052\n"
+    assert state.env_in_force([str(tmp_path)]) is None  # a directory is not read
 
 
-def test_the_filter_is_the_same_function():
-    serving_endpoints = FilterModule().filters()["serving_endpoints"]
-    assert serving_endpoints([NOT_READ, read(ENV)], 200) == state.serving([NOT_READ, read(ENV)], 200)
-    assert serving_endpoints([NOT_READ, read(ENV)]) == []
+def test_serving_needs_health_and_a_plan_in_force():
+    assert state.serving_now(ENV, 200) == ["10.0.0.1:50052", "10.0.0.2:50052"]
+    # Loading (503), down (0) or nothing deployed: nothing is serving.
+    assert state.serving_now(ENV, 503) == []
+    assert state.serving_now(ENV, 0) == []
+    assert state.serving_now(None, 200) == []
 
 
-def test_memory_by_host_from_looped_delegated_results():
-    results = [
-        {"item": "w1", "ansible_facts": {"llamarpc_memory": {"available": 1, "total": 2}}},
-        {"item": "w2", "unreachable": True},
-        {"item": "w3", "failed": True, "msg": "no /proc/meminfo"},
-    ]
-    assert state.memory_by_host(results) == {"w1": {"available": 1, "total": 2}}
+def test_health_is_zero_when_nothing_answers(closed_port):
+    assert state.health_status(f"http://127.0.0.1:{closed_port}", timeout=1) == 0
+    assert state.health_status("not a url") == 0
+
+
+def test_memory_by_host_leaves_out_hosts_without_figures():
+    memory = {"w1": {"available": 1, "total": 2}, "w2": {}, "w3": None}
+    assert state.memory_by_host(memory) == {"w1": {"available": 1, "total": 2}}
 
 
 def test_candidates_pass_the_serving_endpoints_as_ready():
-    results = [{"item": name, "ansible_facts": {"llamarpc_memory": {"available": 8, "total": 16}}} for name in "ab"]
+    memory = {name: {"available": 8, "total": 16} for name in "ab"}
     probe = [{"endpoint": "a:1", "state": "ready"}]
-    rows = state.candidates(["a", "b"], ["a:1", "b:1"], results, probe, serving_endpoints=["b:1"])
+    rows = state.candidates(["a", "b"], ["a:1", "b:1"], memory, probe, serving_endpoints=["b:1"])
     assert [row["state"] for row in rows] == ["ready", "ready"]
-    rows = state.candidates(["a", "b"], ["a:1", "b:1"], results, probe)
+    rows = state.candidates(["a", "b"], ["a:1", "b:1"], memory, probe)
     assert [row["state"] for row in rows] == ["ready", "not probed"]
+
+
+@pytest.mark.parametrize(
+    ("probe", "protocol", "foreign"),
+    [
+        ([{"endpoint": "a:1", "major": 7}, {"endpoint": "b:1", "major": 6}], "7.0.0", ["b:1"]),
+        ([{"endpoint": "a:1", "major": 7}], "7.1.2", []),
+        ([{"endpoint": "a:1", "major": None}], "7.0.0", []),  # no HELLO reply: nothing to compare
+        ([{"endpoint": "a:1", "major": 6}], "", []),  # the coordinator's protocol is not known
+        ([{"endpoint": "a:1", "major": 6}], "unknown", []),
+    ],
+)
+def test_foreign_workers(probe, protocol, foreign):
+    assert [entry["endpoint"] for entry in state.foreign_workers(probe, protocol)] == foreign
+
+
+def test_the_protocol_refusal_names_every_foreign_worker():
+    foreign = [{"endpoint": "a:1", "protocol": "6.0.0"}, {"endpoint": "b:1", "protocol": "8.1.0"}]
+    assert state.protocol_refusal(foreign, "7.0.0", "node1", "rpc_workers") == (
+        "a:1 speaks RPC protocol 6.0.0; b:1 speaks RPC protocol 8.1.0, but llama-server on node1 speaks 7.0.0 and "
+        "refuses a worker of another major version: deploy the same llama.cpp version on every host (run site.yml on "
+        "the workers), or take that worker out of the 'rpc_workers' group."
+    )
+    assert state.protocol_refusal([], "7.0.0", "node1", "rpc_workers") == ""
+
+
+@pytest.mark.parametrize(
+    ("given", "here", "controller", "check_mode", "plan_only", "source"),
+    [
+        (True, False, None, False, True, "given"),
+        (False, True, {"n_layer": 1}, True, False, "coordinator"),
+        (False, False, {"n_layer": 1}, True, False, "controller"),
+        (False, False, {"n_layer": 1}, True, True, None),  # the plan-only run never plans from the controller
+        (False, False, None, True, False, None),
+    ],
+)
+def test_plan_source(given, here, controller, check_mode, plan_only, source):
+    assert state.plan_source(given, here, controller, check_mode, plan_only) == source
+
+
+def test_plan_source_refuses_a_real_run_without_the_model():
+    with pytest.raises(FileNotFoundError):
+        state.plan_source(False, False, {"n_layer": 1}, False, False)
+
+
+@pytest.mark.parametrize(
+    ("targets", "plan_only", "source", "deploy_needed", "health", "needed"),
+    [
+        ([1], False, "coordinator", True, 200, True),
+        ([1], False, "coordinator", False, 503, True),
+        ([1], False, "coordinator", False, 200, False),  # a rerun that changes nothing
+        ([], False, "coordinator", True, 0, False),  # no worker cache to seed
+        ([1], True, "given", True, 0, False),  # plan only
+        ([1], False, "controller", True, 0, False),  # check mode planning from the controller's headers
+    ],
+)
+def test_seed_needed(targets, plan_only, source, deploy_needed, health, needed):
+    decided = state.seed_needed(targets, plan_only=plan_only, source=source, deploy_needed=deploy_needed, health=health)
+    assert decided is needed
 
 
 def test_the_record_is_plain_json_without_worker_states():
