@@ -36,7 +36,7 @@ def demo_vars(model, cache_home):
     return {"llama_model_files": files, "llama_coordinator_plan_strategy": "all"}
 
 
-def run(playbook_cmd, name, args, outdir, env):
+def run(playbook_cmd, name, args, outdir, env, cwd=None):
     """One timed ansible-playbook run; returns the callback's summary with the wall seconds and the exit code."""
     timings = outdir / f"{name}-timings.json"
     started = time.monotonic()
@@ -47,6 +47,7 @@ def run(playbook_cmd, name, args, outdir, env):
         stderr=subprocess.STDOUT,
         text=True,
         check=False,
+        cwd=cwd,
     )
     wall = time.monotonic() - started
     (outdir / f"{name}.log").write_text(proc.stdout)
@@ -89,7 +90,13 @@ def main(argv=None):
     parser.add_argument("--mesh", default="none", help="llamarpc_mesh_provider, as make demo MESH=")
     parser.add_argument("--out", default=str(ROOT / "tests/output/noop-profile"))
     parser.add_argument("--ansible-playbook", default=str(Path(sys.executable).parent / "ansible-playbook"))
+    parser.add_argument(
+        "--root",
+        default=str(ROOT),
+        help="the checkout whose site.yml runs (another commit's, to compare on the same lab); default this one",
+    )
     args = parser.parse_args(argv)
+    root = Path(args.root).resolve()
 
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -97,13 +104,13 @@ def main(argv=None):
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=outdir, delete=False) as handle:
         json.dump({**demo_vars(args.model, cache_home), "llamarpc_mesh_provider": args.mesh}, handle)
         extra = f"@{handle.name}"
-    cmd = [args.ansible_playbook, "-i", args.inventory]
-    site = [str(ROOT / "playbooks/site.yml"), "-e", extra]
-    env = dict(os.environ)
+    cmd = [args.ansible_playbook, "-i", str(Path(args.inventory).resolve())]
+    site = [str(root / "playbooks/site.yml"), "-e", extra]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(root / ".collections")}
     runs = [
-        run(cmd, "site-noop", site, outdir, env),
-        run(cmd, "site-check", [*site, "--check", "--diff"], outdir, env),
-        run(cmd, "ansible-floor", [str(ROOT / "playbooks/ansible_floor.yml")], outdir, env),
+        run(cmd, "site-noop", site, outdir, env, root),
+        run(cmd, "site-check", [*site, "--check", "--diff"], outdir, env, root),
+        run(cmd, "ansible-floor", [str(root / "playbooks/ansible_floor.yml")], outdir, env, root),
     ]
     result = report(runs, floor_per_task(runs[2]))
     (outdir / "noop-profile.json").write_text(json.dumps(result, indent=2) + "\n")
