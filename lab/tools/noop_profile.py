@@ -106,7 +106,8 @@ def main(argv=None):
         extra = f"@{handle.name}"
     cmd = [args.ansible_playbook, "-i", str(Path(args.inventory).resolve())]
     site = [str(root / "playbooks/site.yml"), "-e", extra]
-    env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(root / ".collections")}
+    env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg")}
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(root / ".collections")
     runs = [
         run(cmd, "site-noop", site, outdir, env, root),
         run(cmd, "site-check", [*site, "--check", "--diff"], outdir, env, root),
