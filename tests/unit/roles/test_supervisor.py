@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / "rpc"), str(ROOT / "plugins" / "module_utils" / "plan")]
+sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / sub) for sub in ("rpc", "plan", "files")]
 SPEC = importlib.util.spec_from_file_location(
     "llamarpc_supervisor", ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py"
 )
