@@ -68,24 +68,26 @@ class Trace:
 
     def assert_durable(self, final):
         """The last rename onto ``final``: its source fsynced before it, ``final``'s directory fsynced after it."""
-        final = canonical(final)
-        renames = [i for i, call in enumerate(self.calls) if call[0] == "rename" and call[2] == final]
-        assert renames, f"nothing was renamed onto {final}: {self.calls}"
-        at = renames[-1]
+        at = self._last_rename(final)
         source = self.calls[at][1]
         assert ("fsync", source) in self.calls[:at], f"{source} was not fsynced before its rename: {self.calls}"
-        assert ("fsync", os.path.dirname(final)) in self.calls[at + 1 :], (
+        self.assert_directory_synced_after(final)
+
+    def assert_directory_synced_after(self, final):
+        """``final``'s directory fsynced after the last rename onto it and before the next rename (what is published
+        next, a record naming this file, may not reach the disk first). Alone: for a symlink, no data to sync."""
+        at = self._last_rename(final)
+        following = [i for i, call in enumerate(self.calls) if i > at and call[0] == "rename"]
+        window = self.calls[at + 1 : following[0] if following else len(self.calls)]
+        assert ("fsync", os.path.dirname(canonical(final))) in window, (
             f"the directory of {final} was not fsynced after the rename: {self.calls}"
         )
 
-    def assert_directory_synced_after(self, final):
-        """For a symlink (no data to sync): ``final``'s directory fsynced after the last rename onto it."""
+    def _last_rename(self, final):
         final = canonical(final)
         renames = [i for i, call in enumerate(self.calls) if call[0] == "rename" and call[2] == final]
         assert renames, f"nothing was renamed onto {final}: {self.calls}"
-        assert ("fsync", os.path.dirname(final)) in self.calls[renames[-1] + 1 :], (
-            f"the directory of {final} was not fsynced after the rename: {self.calls}"
-        )
+        return renames[-1]
 
 
 @pytest.fixture
