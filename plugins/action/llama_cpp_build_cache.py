@@ -14,6 +14,7 @@ import shutil
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_platform as lp
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
     BuildError,
@@ -98,7 +99,7 @@ class ActionModule(ActionBase):
         if source != os.path.realpath(archive):
             tmp = f"{archive}.tmp-{os.getpid()}"
             shutil.copyfile(source, tmp)
-            os.replace(tmp, archive)
+            _atomic.finalise(tmp, archive)
         build = args["build"]
         if not build.get("key"):
             raise AnsibleActionFail("build must be the result of llamarpc.cluster.llama_cpp_build (it has no key)")

@@ -96,6 +96,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
 
 
@@ -124,9 +125,7 @@ def main():
     if not result.pop("ok"):
         module.fail_json(msg=f"smoke test of {p['server']} failed: {result.pop('error')}", recorded=False, **result)
     if p["record"] and not module.check_mode:
-        with open(p["record"] + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump(identity, handle)
-        module.atomic_move(p["record"] + ".tmp", p["record"])
+        _atomic.write_atomic(p["record"], json.dumps(identity), move=module.atomic_move)
     module.exit_json(changed=False, recorded=False, **result)
 
 

@@ -18,7 +18,7 @@ description:
   - Layers go to endpoints as llama.cpp assigns them with C(-ngl all) (the planner's own mapping); a tied output
     matrix (no C(output.weight)) sends the token embedding's bytes to the output layer's endpoint.
   - Each file is named by the FNV-1a 64 of its bytes (16 lower-case hex digits, computed here) and written
-    atomically - a temporary name, fsync, the hash checked again, rename, fsync of the directory. A file already
+    atomically - a temporary name, the hash checked again, fsync, rename, fsync of the directory. A file already
     there with the right size and hash is left alone.
   - Without O(cache_dir) it only lists - the tensors per endpoint (RV(lists)), from the headers of O(model) - for a
     host that holds every shard (the coordinator) to hand each worker its O(tensors).

@@ -62,10 +62,10 @@ path:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh._wireguard import is_key
 
 
@@ -112,15 +112,7 @@ def main():
     if rc != 0 or not is_key(private):
         module.fail_json(msg=f"wg genkey failed (rc={rc}): {err.strip()}", **result)
     module.no_log_values.add(private)
-    fd, tmp = tempfile.mkstemp(prefix=".wireguard-key-", dir=directory)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(private + "\n")
-        module.atomic_move(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    _atomic.write_atomic(path, private + "\n", mode=0o600, move=module.atomic_move, prefix=".wireguard-key-")
     os.chmod(path, 0o600)
     result["public_key"] = public_key(module, wg, private)
     module.exit_json(**result)

@@ -7,14 +7,16 @@ each (two module runs per unchanged file), for a list of them.
 
 A directory is made like ``file state=directory``: every missing component of its path is created with its owner,
 group and mode. A file is written only when its bytes differ - to a temporary file beside it, checked by its
-``validate`` command when given, then renamed into place - and its owner, group and mode are set either way.
+``validate`` command when given, then renamed into place (fsynced before, its directory after: ``_atomic``) - and its
+owner, group and mode are set either way.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import tempfile
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 
 ENTRY_OPTIONS = {
     "owner": {"type": "str"},
@@ -126,18 +128,13 @@ def write_file(module, entry, report):
     directory = os.path.dirname(dest)
     if not os.path.isdir(directory):
         module.fail_json(msg=f"cannot write {dest}: its directory {directory} does not exist")
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(dest)}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(wanted)
-            out.flush()
-            os.fsync(out.fileno())
-        if entry.get("validate"):
-            check_validates(module, dest, entry["validate"], temporary)
-        module.atomic_move(temporary, os.path.realpath(dest))
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    validate = entry.get("validate")
+    _atomic.write_atomic(
+        os.path.realpath(dest),
+        wanted,
+        prepare=(lambda temporary: check_validates(module, dest, validate, temporary)) if validate else None,
+        move=module.atomic_move,
+    )
     module.set_fs_attributes_if_different(file_args(os.path.realpath(dest), entry), True, expand=False)
 
 

@@ -24,6 +24,7 @@ import zipfile
 from datetime import UTC, datetime
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils._cache_lock import exclusive
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
     CACHE_FORMAT,
     HELPER_CXX_FLAGS,
@@ -365,7 +366,7 @@ def ensure_archive(entry):
     with tarfile.open(tmp, "w:gz") as tar:
         for name in sorted(os.listdir(os.path.join(entry, "bin"))):
             tar.add(os.path.join(entry, "bin", name), arcname=name, recursive=False)
-    os.replace(tmp, archive)
+    _atomic.finalise(tmp, archive)
     return True
 
 

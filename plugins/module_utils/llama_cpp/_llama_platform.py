@@ -22,6 +22,7 @@ import json
 import os
 import re
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
     default_cmake_flags,
     normalize_sha256,
@@ -247,10 +248,6 @@ def load_record(entry_dir):
 
 
 def write_record(entry_dir, record):
-    """Write build.json atomically (temporary name, then rename): the entry is complete once it is there."""
-    path = os.path.join(entry_dir, RECORD)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
+    """Write build.json atomically and durably (``_atomic.write_atomic``): the entry is complete once it is there."""
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    _atomic.write_atomic(os.path.join(entry_dir, RECORD), text, mode=0o644)

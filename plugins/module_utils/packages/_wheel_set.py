@@ -23,6 +23,8 @@ import re
 import shutil
 import tarfile
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
+
 LOCK = "requirements.lock"
 ARCHIVE = "wheels.tar"
 # uv's --python-platform names manylinux targets from 2.17 to 2.40 (uv 0.13).
@@ -169,21 +171,12 @@ def tail(text, lines=4):
     return " ".join(line.strip() for line in (text or "").strip().splitlines()[-lines:])
 
 
-def _write_atomic(path, text):
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
-
-
 def _archive(dest, wheels_dir, lock):
     shutil.copyfile(lock, os.path.join(wheels_dir, LOCK))
     partial = os.path.join(dest, f"{ARCHIVE}.partial")
     with tarfile.open(partial, "w") as tar:
         tar.add(wheels_dir, arcname="wheels")
-    os.replace(partial, os.path.join(dest, ARCHIVE))
+    _atomic.finalise(partial, os.path.join(dest, ARCHIVE))
 
 
 def _run(module, argv, what, data=None):
@@ -215,7 +208,7 @@ def resolve(module):
             requirements = "\n".join(params["requirements"]) + "\n"
             text = _run(module, compile_argv(uv, python, params), "resolving with uv", data=requirements)
             parse_lock(text)
-            _write_atomic(lock, text)
+            _atomic.write_atomic(lock, text, mode=0o644)
         with open(lock, encoding="utf-8") as handle:
             packages = parse_lock(handle.read())
         wheels_dir = os.path.join(dest, "wheels")
@@ -255,6 +248,7 @@ def switch_link(link, target):
         os.unlink(partial)
     os.symlink(target, partial)
     os.replace(partial, link)
+    _atomic.fsync_dir(os.path.dirname(os.path.abspath(link)))
 
 
 def stale_releases(releases_dir, keep):

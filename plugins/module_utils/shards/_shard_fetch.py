@@ -34,13 +34,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header
 
 MANIFEST = ".llamarpc-shards.json"
@@ -251,22 +251,10 @@ def read_json(path):
 
 
 def write_json(path, data):
-    """Write JSON atomically (temp file in the same directory, fsync, rename)."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        give_to_directory_owner(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write JSON atomically and durably (``_atomic.write_atomic``: a temporary beside it, fsync, mode 0644, owned like
+    its directory, rename, fsync of the directory; no temporary left on failure)."""
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    _atomic.write_atomic(path, text, mode=0o644, prepare=give_to_directory_owner, prefix=".tmp-")
 
 
 def sha256_file(path, progress=None):
@@ -820,20 +808,11 @@ def finish(model_dir, shard, partial):
     os.chmod(partial, READ_ONLY)
     give_to_directory_owner(partial)
     final = os.path.join(model_dir, shard["name"])
-    os.replace(partial, final)
+    _atomic.finalise(partial, final)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sidecar_path)
-    fsync_dir(model_dir)
     info = os.stat(final)
     return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def remove_partial(model_dir, name):
@@ -857,4 +836,5 @@ def link(model_dir, name, target):
     os.symlink(target, tmp)
     give_to_directory_owner(tmp)
     os.replace(tmp, path)
+    _atomic.fsync_dir(model_dir)
     return True

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import mmap
 import os
-import tempfile
 import time
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs import _sshfs
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._bounded import run_bounded
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._child import run_in_child
@@ -202,11 +202,7 @@ class Mount:
 
     # -- actions ----------------------------------------------------------------------------------------------
     def write_unit(self):
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.unit}.", dir=_sshfs.UNIT_DIR)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(self.wanted_unit)
-        os.chmod(tmp, 0o644)
-        self.module.atomic_move(tmp, self.unit_path)
+        _atomic.write_atomic(self.unit_path, self.wanted_unit, mode=0o644, move=self.module.atomic_move)
 
     def lazy_unmount(self):
         """Detach the mount without touching the (possibly hung) file system; bounded in time."""

@@ -21,9 +21,9 @@ import posixpath
 import pwd
 import shutil
 import signal
-import tempfile
 import time
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sync import _sync_host, _sync_scan
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import (
     ENABLE_DONE_STATES,
@@ -396,24 +396,27 @@ def mask_link(path, owner):
     os.lchown(path, *owner)
 
 
+class _Refused(Exception):
+    """A new file's validation failed (``write_file`` returns the reason)."""
+
+
 def write_file(module, path, content, validate=None):
     """Replace ``path`` atomically with ``content``, keeping its owner and mode; ``validate`` (a command with
     ``%s``) checks the new file first. Returns why it did not, or None."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{posixpath.basename(path)}.", dir=posixpath.dirname(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
+
+    def prepare(tmp):
         if validate:
             rc, out, err = module.run_command(validate % tmp)
             if rc != 0:
-                return f"the new {path} failed validation ({validate % path}): {(err or out).strip()}"
+                raise _Refused(f"the new {path} failed validation ({validate % path}): {(err or out).strip()}")
         info = os.stat(path)
         os.chmod(tmp, info.st_mode & 0o7777)
         os.chown(tmp, info.st_uid, info.st_gid)
-        module.atomic_move(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    try:
+        _atomic.write_atomic(path, content, prepare=prepare, move=module.atomic_move)
+    except _Refused as refused:
+        return str(refused)
     return None
 
 

@@ -12,9 +12,9 @@ output layer's device). Device ``i`` is the ``i``-th endpoint of ``--rpc``.
 
 The seeder (``seed``): for each tensor, its hash is computed from the source bytes; a cache file of that name with the
 right size and hash is left alone; otherwise the bytes are copied into a temporary name in the cache directory,
-fsynced, hashed again (a source that changed under the copy is refused) and renamed to ``<16 hex digits>``, and the
-directory is fsynced. A temporary file a killed seeder left behind is removed on the next run (the worker's verifier
-would remove it too: its name is not a hash).
+hashed again (a source that changed under the copy is refused), fsynced and renamed to ``<16 hex digits>``, and the
+directory is fsynced (``_atomic.finalise``). A temporary file a killed seeder left behind is removed on the next run
+(the worker's verifier would remove it too: its name is not a hash).
 
 A tensor whose shard this host lacks is fetched from the shard's URL (``urls``, by file name) with one HTTP Range
 request for exactly its bytes (``_shard_fetch.open_range``, the Content-Range checked), into the same temporary name and
@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.parse
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model._gguf_header import (
     merge_headers,
     read_header,
@@ -143,14 +143,6 @@ def seed_lists(tensors, n_layer, rpc, tensor_split, threshold=CACHE_THRESHOLD_BY
     return lists
 
 
-def _fsync_dir(path):
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def _copy_range(source, offset, size, target):
     """``size`` bytes of ``source`` from ``offset`` into the open descriptor ``target`` (in the kernel when it can)."""
     with open(source, "rb") as handle:
@@ -207,14 +199,14 @@ def plan_seed(entries, cache_dir, hasher=None):
 
 
 def write_one(row, cache_dir, hasher=None):
-    """Write one tensor's cache file atomically: temporary name, fsync, hash check, rename, fsync of the directory."""
+    """Write one tensor's cache file atomically: temporary name, hash check, then fsync, rename and fsync of the
+    directory (``_atomic.finalise``)."""
     final = os.path.join(cache_dir, row["hash"])
     temporary = os.path.join(cache_dir, f"{TEMP_PREFIX}{row['hash']}.{os.getpid()}")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         try:
             _copy_range(row["file"], row["offset"], row["size"], descriptor)
-            os.fsync(descriptor)
         finally:
             os.close(descriptor)
         written = hash_ranges([(temporary, 0, row["size"])], hasher)[0]
@@ -224,13 +216,12 @@ def write_one(row, cache_dir, hasher=None):
                 "the shard changed while it was read; run again once it is in place"
             )
         os.chmod(temporary, 0o644)
-        os.rename(temporary, final)
+        _atomic.finalise(temporary, final)
     except OSError as exc:
         raise SeedError(f"cannot write {final}: {exc.strerror or exc}") from exc
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-    _fsync_dir(cache_dir)
 
 
 def check_room(rows, cache_dir):
@@ -346,14 +337,13 @@ def fetch_range(url, offset, size, descriptor, path, headers=None, timeout=FETCH
 
 def fetch_one(row, read, cache_dir, hasher=None):
     """Fetch one tensor's bytes into a temporary name (``read(descriptor, path)`` writes them there), hash them, fsync,
-    rename to the hash, fsync the directory; sets the row's ``hash`` and ``state`` (``present`` when a right file of
-    that name was there)."""
+    rename to the hash, fsync the directory (``_atomic.finalise``); sets the row's ``hash`` and ``state``
+    (``present`` when a right file of that name was there)."""
     temporary = os.path.join(cache_dir, f"{TEMP_PREFIX}fetch.{os.getpid()}")
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             read(descriptor, temporary)
-            os.fsync(descriptor)
         finally:
             os.close(descriptor)
         digest = hash_ranges([(temporary, 0, row["size"])], hasher)[0]
@@ -363,8 +353,7 @@ def fetch_one(row, read, cache_dir, hasher=None):
             row["state"] = "present"
             return
         os.chmod(temporary, 0o644)
-        os.rename(temporary, final)
-        _fsync_dir(cache_dir)
+        _atomic.finalise(temporary, final)
     except (OSError, HashError) as exc:
         raise SeedError(f"cannot write {temporary}: {getattr(exc, 'strerror', None) or exc}") from exc
     finally:
@@ -529,29 +518,15 @@ def read_keep(text):
 
 
 def write_text(path, text):
-    """Replace ``path`` with ``text`` atomically: a temporary name beside it, fsync, mode 0644, rename, fsync of the
-    directory."""
+    """Replace ``path`` with ``text`` atomically (``_atomic.write_atomic``: a temporary name beside it, fsync, mode
+    0644, rename, fsync of the directory)."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise SeedError(f"{directory} is not a directory: create it before seeding with keep_file {path}")
     try:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+        _atomic.write_atomic(path, text, mode=0o644)
     except OSError as exc:
         raise SeedError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    try:
-        try:
-            _write_all(descriptor, text.encode("utf-8"), path)
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.chmod(temporary, 0o644)
-        os.rename(temporary, path)
-        _fsync_dir(directory)
-    except OSError as exc:
-        raise SeedError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 def given_tensors(tensors):

@@ -23,7 +23,8 @@ a check drops it and restarts llama-server on the deployed plan. An unexpected e
 (verdict ``error``) and the journal as one line, never a traceback.
 
 Files: the deployed plan (``plan.json``, written by the role), the runtime override (an EnvironmentFile under
-/run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook.
+/run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook. Both
+are written whole by the collection's ``_atomic.py``, copied beside this file like the protocol and the planner.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 rpc = importlib.import_module("_rpc_protocol")
 planner = importlib.import_module("_cluster_plan")
+atomic = importlib.import_module("_atomic")
 
 UP_STATES = ("ready", "busy")
 #: Checks in a row that must find a worker down before a re-plan leaves it out (besides ``replan_after`` seconds): one
@@ -162,11 +164,10 @@ def read_json(path, default=None):
 
 
 def write_atomic(path, text):
+    """Replace ``path`` with ``text`` (the collection's ``_atomic.write_atomic``: fsync, rename, fsync of the
+    directory; a reader sees the old file or the new one)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
+    atomic.write_atomic(path, text, mode=0o644)
 
 
 def env_text(plan, digest):

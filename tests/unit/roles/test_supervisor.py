@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / "rpc"), str(ROOT / "plugins" / "module_utils" / "plan")]
+sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / sub) for sub in ("rpc", "plan", "files")]
 SPEC = importlib.util.spec_from_file_location(
     "llamarpc_supervisor", ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py"
 )
@@ -146,6 +147,22 @@ def test_a_worker_down_past_the_limit_is_planned_around_then_taken_back(world):
     assert world["restarts"] == 2
 
 
+def test_the_override_the_plan_in_force_and_the_state_are_written_durably(world, sync_trace):
+    """Each written whole by the collection's _atomic.py (copied beside the supervisor): fsync, rename, fsync of the
+    directory. They live under /run (gone at a reboot by design); what this shows is that no half-written override
+    is ever read by llama-server's unit."""
+    world["check"]()
+    sync_trace.assert_durable(world["state_file"])
+    world["down"].add("10.0.0.3:50052")
+    for _check in range(3):
+        world["now"] += 15
+        record = world["check"]()
+    assert record["verdict"] == "replanned"
+    sync_trace.assert_durable(world["override"])
+    sync_trace.assert_durable(world["override"].parent / "p.json")
+    sync_trace.assert_durable(world["state_file"])
+
+
 def test_when_the_model_no_longer_fits_it_stays_down_and_says_why(world, tmp_path):
     world["down"].update({"10.0.0.2:50052", "10.0.0.3:50052"})
     world["check"]()
@@ -203,15 +220,23 @@ def test_status_gives_how_long_a_worker_has_been_down_and_a_silent_server(world)
 LOCAL_PLAN = {"rpc": "", "devices": "none", "tensor_split": "", "local": True, "args": "--device none --n-gpu-layers 0"}
 
 
+def installed_files():
+    """What configure.yml copies into the supervisor's directory: the loop of the task that copies the supervisor."""
+    role = ROOT / "roles" / "llama_coordinator"
+    tasks = yaml.safe_load((role / "tasks" / "configure.yml").read_text())
+    (loop,) = [task["loop"] for task in tasks if "llamarpc_supervisor.py" in task.get("loop", [])]
+    return [
+        (role / item.replace("{{ role_path }}/", "")).resolve() if "{{" in item else role / "files" / item
+        for item in loop
+    ]
+
+
 def installed(tmp_path):
-    """The supervisor as configure.yml installs it: its file beside the protocol and planner files it imports."""
+    """The supervisor as configure.yml installs it: its file beside the files it imports (the task's own list, so
+    that a file the supervisor imports but the role does not copy fails here)."""
     lib = tmp_path / "lib"
     lib.mkdir()
-    for source in (
-        ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py",
-        ROOT / "plugins" / "module_utils" / "rpc" / "_rpc_protocol.py",
-        ROOT / "plugins" / "module_utils" / "plan" / "_cluster_plan.py",
-    ):
+    for source in installed_files():
         (lib / source.name).write_text(source.read_text())
     return lib / "llamarpc_supervisor.py"
 

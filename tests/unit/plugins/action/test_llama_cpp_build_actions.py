@@ -105,6 +105,23 @@ def test_cache_miss_then_store_then_hit(tmp_path):
     assert other["hit"] is False
 
 
+def test_a_stored_build_is_durable_archive_then_record(tmp_path, sync_trace):
+    """The archive is fsynced before its rename and the entry's directory after; build.json (the entry is complete
+    once it is there) the same, and after the archive."""
+    archive = tmp_path / "bin.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(__file__, arcname="llama-server")
+    build = {"key": "c" * 64, "rpc_server": "ggml-rpc-server", "rpc_protocol": {"version": "7.0.0"}, "manifest": {}}
+    stored = run(
+        cache_action, cache_args(tmp_path, state="store", build=build, build_host="n1", archive=str(archive)), {}
+    )
+    entry = tmp_path / stored["entry_dir"]
+    sync_trace.assert_durable(entry / lp.ARCHIVE)
+    sync_trace.assert_durable(entry / lp.RECORD)
+    targets = [call[2] for call in sync_trace.calls if call[0] == "rename"]
+    assert targets == [str(entry / lp.ARCHIVE), str(entry / lp.RECORD)]
+
+
 def test_store_needs_the_archive_on_the_controller(tmp_path):
     store = cache_args(tmp_path, state="store", build={"key": "b" * 64}, build_host="node1", archive="/nonexistent")
     with pytest.raises(AnsibleActionFail, match="not on the controller"):
