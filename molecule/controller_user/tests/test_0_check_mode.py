@@ -35,8 +35,8 @@ def test_check_mode_exits_0_on_every_host(check_run):
 
 def test_check_mode_shows_the_units_and_both_plans(check_run):
     out = check_run["stdout"]
-    # The diff of the worker's unit file (a new file: Ansible names the template, not the destination), with content.
-    assert re.search(r"^\+\+\+ after: \S+/worker\.service\.j2$", out, re.MULTILINE)
+    # The diff of the worker's unit file (a new file, written by managed_files: the header names the destination).
+    assert re.search(r"^\+\+\+ after: /etc/systemd/system/llamarpc-rpc-worker\.service$", out, re.MULTILINE)
     # One flag per line: the binary, then "-H ADDRESS" on the next line of the diff.
     assert re.search(r"^\+ExecStart=/opt/llamarpc/llama\.cpp/\w+/bin/ggml-rpc-server \\\n\+\s+-H ", out, re.MULTILINE)
     # The shard placement (llama_model) and the memory plan (llama_coordinator), computed without the model on a host.
