@@ -26,7 +26,7 @@ description:
     on its own CPU with no RPC hop; workers only when it must, the fewest that fit.
   - Fails with what is missing when the model cannot fit. Changes nothing, in check mode too.
   - A real run fails when O(model_path) does not exist; check mode before the first real run plans from
-    O(controller_model_path) when given, else returns no RV(plan) and says why in RV(msg).
+    O(controller_model_path) when given, else returns no RV(plan) and says why in its C(msg).
 author:
   - llamarpc.cluster contributors (@llamarpc)
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
@@ -318,7 +318,7 @@ health_status:
   type: int
 planned_from:
   description: Where the model was read - V(coordinator) (O(model_path)), V(given) (O(model)), V(controller) (check
-    mode, O(controller_model_path)), or null when check mode found nothing to plan yet (RV(msg) says why).
+    mode, O(controller_model_path)), or null when check mode found nothing to plan yet (the result's C(msg) says why).
   returned: always
   type: str
 seed_needed:

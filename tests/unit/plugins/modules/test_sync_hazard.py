@@ -12,11 +12,14 @@ import copy
 from types import SimpleNamespace
 
 import pytest
+import test_sync_hazard_facts
 from ansible.module_utils import basic
-from test_sync_hazard_facts import FILES, MODELS, host  # noqa: F401  (host: the recorded host's fixture)
+from test_sync_hazard_facts import FILES, MODELS
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sync import _neutralize, _sync_scan, _syncers
 from ansible_collections.llamarpc.cluster.plugins.modules import sync_hazard
+
+host = test_sync_hazard_facts.host  # the recorded host's fixture, shared with the facts module's tests
 
 POOL_CONFIG = "/data/home/pool/.lsyncd.conf.lua"
 BOB_CONFIG = "/home/bob/l.lua"

@@ -125,8 +125,9 @@ def host(monkeypatch):
     return install
 
 
-def four_ways(run_module, fake, args=ARGS):
+def four_ways(run_module, fake, args=None):
     """Check mode, apply, rerun, check mode again: (predicted, applied, rerun) results; asserts the two last."""
+    args = ARGS if args is None else args
     predicted = run_module(wireguard_interface, args, check_mode=True)
     assert fake.actions == [], "check mode changed the host"
     applied = run_module(wireguard_interface, args)
