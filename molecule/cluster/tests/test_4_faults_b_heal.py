@@ -25,7 +25,7 @@ from clusterlib import (
     wait_serving,
 )
 from faultreport import record
-from labtest import EVENTUALLY, REPO, lab
+from labtest import EVENTUALLY, REPO, lab, wait_for
 
 HERE = Path(__file__).resolve().parent
 FAKE_PORT = 50099
@@ -46,6 +46,19 @@ def planned_worker():
     return [row["name"] for row in deployed_plan()["plan"]["workers"] if row["name"] != "node1"][0]
 
 
+def decoded_now():
+    """Tokens generated so far by each slot that is processing a request (llama-server's /slots)."""
+    status, slots = api("/slots", timeout=20)
+    if status != 200 or not isinstance(slots, list):
+        return []
+    return [
+        token.get("n_decoded", 0)
+        for slot in slots
+        if slot.get("is_processing")
+        for token in slot.get("next_token") or []
+    ]
+
+
 @pytest.mark.fault(1)
 def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes():
     assert serving()
@@ -59,7 +72,9 @@ def test_a_worker_killed_mid_request_ends_the_request_and_serving_resumes():
 
     thread = threading.Thread(target=long_request, daemon=True)
     thread.start()
-    time.sleep(3)  # prompt processed, tokens being generated
+    # Wait for the event, not for a time: llama-server's /slots shows the request's slot generating (n_decoded > 0).
+    generating = wait_for(lambda: any(n > 0 for n in decoded_now()), EVENTUALLY, interval=0.2)
+    assert generating, "the long request never started generating"
     in_flight = "at" not in outcome
     worker = lab(name)
     pid, checked = main_pid(worker, WORKER), supervisor().get("checked_at", 0)
