@@ -44,8 +44,14 @@ def test_a_restart_of_pools_user_manager_does_not_bring_lsyncd_back(shards):
 
 
 def test_master_changes_are_no_longer_mirrored(shards):
-    put_file(lab(MASTER), f"{WORK}/after-disable.txt", text="written after the role")
-    time.sleep(5)
+    master = lab(MASTER)
+    put_file(master, f"{WORK}/after-disable.txt", text="written after the role")
+    # No wait for an absence: what could mirror the file is looked at instead. No lsyncd runs on the master (by
+    # name or as any process whose executable is lsyncd), and pool's unit is masked, so nothing starts one.
+    assert master.run("pgrep -x lsyncd").rc == 1
+    exes = master.check_output("find /proc/[0-9]*/exe -maxdepth 0 -printf '%l\\n' 2>/dev/null || true")
+    assert not any(line.rsplit("/", 1)[-1] == "lsyncd" for line in exes.splitlines()), exes
+    assert unit_state(master)["UnitFileState"] == "masked"
     for name in WORKERS:
         assert not lab(name).file(f"{WORK}/after-disable.txt").exists
 

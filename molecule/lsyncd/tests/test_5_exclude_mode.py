@@ -80,8 +80,9 @@ def test_shards_survive_the_restart_that_deleted_them_before(converged):
     restart_lsyncd_by_kill(lab(MASTER))
     stamp = str(time.time())
     put_file(lab(MASTER), f"{WORK}/after-restart.txt", text=stamp)
+    # No wait after the arrival: lsyncd processes nothing before its start-up sync is done, so a file written after
+    # the restart arrives only after that sync, the one that deleted the shard before.
     assert wait_for(lambda: arrives(f"{WORK}/after-restart.txt", stamp))
-    time.sleep(3)
     for name in WORKERS:
         assert sha256(lab(name), shard) == placed[name], f"shard on {name} deleted or changed"
         assert sha256(lab(name), f"{WORK}/only-on-{name}.txt") == worker_only[name]
@@ -91,7 +92,8 @@ def test_the_masters_model_directory_is_not_pushed(converged):
     put_file(lab(MASTER), f"{MODELS}/master-only.gguf", size_kib=64)
     stamp = str(time.time())
     put_file(lab(MASTER), f"{WORK}/pushed-after-models.txt", text=stamp)
+    # No wait after the arrival: lsyncd syncs its events in order, so the later file's arrival means the model
+    # file's event, written first, was handled (and excluded).
     assert wait_for(lambda: arrives(f"{WORK}/pushed-after-models.txt", stamp))
-    time.sleep(3)
     for name in WORKERS:
         assert not lab(name).file(f"{MODELS}/master-only.gguf").exists
