@@ -118,6 +118,8 @@ def distinct_user_findings(host, name, accounts=()):
     for user, owners in by_user.items():
         if len(owners) > 1:
             wrong.append(f"{user} on {name} runs several services: {', '.join(owners)}")
+        if user in accounts:
+            wrong.append(f"{user} on {name} runs {', '.join(owners)} and is also an account of its own")
     ids = {}
     for user in sorted(set(by_user) | set(accounts)):
         found = host.run(f"id -u {user}; id -g {user}")
