@@ -15,6 +15,7 @@ import pytest
 from clusterlib import deployed_plan, main_pid, model_dir, module, serving, shards_intact
 from faultreport import record
 from labtest import address, inventory_hosts, lab, wait_for
+from unit_users import distinct_user_findings, root_unit_findings, template, units
 
 RPC_PORT = 50052
 EXPOSURE_TARGET = 4.0
@@ -108,34 +109,10 @@ def test_the_rpc_port_is_refused_from_a_non_coordinator_and_from_the_controller(
     assert still
 
 
-#: The collection's units that run as root, each with its reason. Every other llamarpc unit must name a user of its
-#: own (User=), and it must not be root.
-ROOT_UNITS = {
-    "llamarpc-server-supervisor.service": "restarts llamarpc-server.service and writes its override under "
-    "/run/llamarpc (systemctl needs root); it only probes workers, with no capabilities",
-    "llamarpc-rpc-worker-firewall.service": "loads the worker's nftables rules: CAP_NET_ADMIN in the host's network "
-    "namespace, nothing else",
-    "llamarpc-sshfs-<mount>.service": "mounts FUSE with allow_other at the coordinator's mount root with the root-only "
-    "key of /etc/llamarpc/sshfs: CAP_SYS_ADMIN only",
-    "llamarpc-wireguard-go@<interface>.service": "creates the mesh's TUN device: CAP_NET_ADMIN",
-}
 #: The main process of these runs as the user its role made (ps -o user=).
 MAIN_PROCESS_USERS = {"llamarpc-server.service": "llamarpc-server", "llamarpc-rpc-worker.service": "llamarpc"}
-
-
-def _units(host):
-    """The collection's services on ``host``; the lab's own units (llamarpc-lab-*, made by lab_host) are not ours."""
-    listed = host.run("systemctl list-units 'llamarpc*' --all --plain --no-legend --type=service").stdout
-    names = {line.split()[0] for line in listed.splitlines() if line.strip()}
-    return sorted(name for name in names if not name.startswith("llamarpc-lab-"))
-
-
-def _users(host, units):
-    """Unit -> its User= ('' when it names none: root)."""
-    out = host.run_expect([0], "systemctl show -p Id -p User " + " ".join(units)).stdout
-    # One block per unit, separated by an empty line; within a block systemd orders the properties its own way.
-    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line) for block in out.split("\n\n")]
-    return {block["Id"]: block.get("User", "") for block in blocks if "Id" in block}
+#: An account that is no unit's: the SFTP export's user (sshd runs its sessions), its own user too.
+EXPORT_USER = "llamarpc-shards"
 
 
 def _exposure(host, unit):
@@ -144,23 +121,14 @@ def _exposure(host, unit):
     return (float(found.group(1)), found.group(2)) if found else (None, out[-200:])
 
 
-def _template(unit):
-    """A unit name with its per-mount or per-interface part folded (one report row per kind of unit)."""
-    if unit.startswith("llamarpc-sshfs-"):
-        return "llamarpc-sshfs-<mount>.service"
-    if unit.startswith("llamarpc-wireguard-go@"):
-        return "llamarpc-wireguard-go@<interface>.service"
-    return unit
-
-
 @pytest.mark.fault(12)
 def test_every_unit_is_hardened_and_unprivileged():
     seen = {}
     for name in ("node1", planned_worker()):
         host = lab(name)
-        for unit in _units(host):
+        for unit in units(host):
             score, verdict = _exposure(host, unit)
-            kind = _template(unit)
+            kind = template(unit)
             if kind not in seen or (score or 99) > (seen[kind][1] or 99):
                 seen[kind] = (name, score, verdict)
     assert seen, "no llamarpc units found"
@@ -178,22 +146,23 @@ def test_every_unit_is_hardened_and_unprivileged():
 
 @pytest.mark.fault(12)
 def test_every_unit_runs_as_its_own_user_unless_it_must_be_root():
-    """User= of every llamarpc unit on every host against ROOT_UNITS, and the user of llama-server's and of every
-    worker's main process as ps sees it."""
-    wrong, root_units, processes = [], set(), {}
+    """User= of every llamarpc unit on every host against ROOT_UNITS, each root unit's reason as its capability
+    bounding set (the unit's and its running main process's), one service per user (distinct uids and groups, the
+    export's SFTP user included), and the user of llama-server's and of every worker's main process as ps sees it."""
+    wrong, root_units, processes, users = [], set(), {}, {}
     for name in sorted(inventory_hosts()):
         host = lab(name)
-        units = _units(host)
-        for unit, user in _users(host, units).items() if units else ():
-            kind = _template(unit)
-            if kind in ROOT_UNITS:
-                root_units.add(kind)
-                if user not in ("", "root"):
-                    wrong.append(f"{unit} on {name}: User={user}, expected root ({ROOT_UNITS[kind]})")
-            elif user in ("", "root"):
-                wrong.append(f"{unit} on {name}: runs as root and is not one of the units that must")
+        found, seen = root_unit_findings(host, name)
+        wrong += found
+        root_units |= seen
+        accounts = [EXPORT_USER] if host.run(f"id -u {EXPORT_USER}").rc == 0 else []
+        by_user, _ids, found = distinct_user_findings(host, name, accounts)
+        wrong += found
+        for user, owners in by_user.items():
+            users.setdefault(user, set()).update(owners)
+        units_here = units(host)
         for unit, expected in MAIN_PROCESS_USERS.items():
-            if unit not in units:
+            if unit not in units_here:
                 continue
             pid = main_pid(host, unit)
             user = host.run(f"ps -o user= -p {pid}").stdout.strip() if pid not in ("", "0") else "no process"
@@ -204,7 +173,9 @@ def test_every_unit_runs_as_its_own_user_unless_it_must_be_root():
     servers = [key for key in processes if key.startswith("llamarpc-server@")]
     record(
         12,
-        f"root only: {', '.join(sorted(root_units)) or 'none'} (each with its reason); main processes: "
+        f"root only: {', '.join(sorted(root_units)) or 'none'} (each bounded by its reason's capabilities); "
+        f"users: {'; '.join(user + ' ' + '/'.join(sorted(owners)) for user, owners in sorted(users.items()))}; "
+        "main processes: "
         f"{', '.join(f'{key} {user}' for key, user in sorted(processes.items()))}"
         + (f"; WRONG: {'; '.join(wrong)}" if wrong else ""),
         ok=not wrong and len(workers) == len(inventory_hosts()) and len(servers) == 1,

@@ -8,6 +8,7 @@ import json
 import pytest
 from conftest import HOSTS, IFACE, PORT, lab_address, mesh_address, ping, wg_dump
 from labtest import lab, wait_for
+from unit_users import CAPABILITY_BITS, process_bounding_set, root_unit_findings
 
 
 @pytest.mark.parametrize("name", HOSTS)
@@ -30,6 +31,22 @@ def test_wireguard_runs_under_systemd_in_the_kernel_or_in_userspace(name):
         assert host.check_output(f"cat /proc/{pid}/comm") == "wireguard-go"
         assert host.file(f"/var/run/wireguard/{IFACE}.sock").is_socket
     assert mesh_address(name) in host.interface(IFACE).addresses
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_wireguard_go_is_root_with_only_the_capability_its_reason_names(name):
+    """llamarpc-wireguard-go@ must be root (ROOT_UNITS: the TUN device and its configuration): CAP_NET_ADMIN only,
+    in the unit systemd loaded and in the bounding set of the running process - and the mesh works with that (the
+    other tests of this module, after wg-quick started it)."""
+    host = lab(name)
+    unit = f"llamarpc-wireguard-go@{IFACE}.service"
+    if host.check_output(f"systemctl show -p ActiveState --value {unit}") != "active":
+        pytest.skip(f"the kernel's WireGuard serves {IFACE} on {name}: no wireguard-go")
+    wrong, seen = root_unit_findings(host, name)
+    assert "llamarpc-wireguard-go@<interface>.service" in seen, seen
+    assert not wrong, wrong
+    pid = host.check_output(f"systemctl show -p MainPID --value {unit}")
+    assert process_bounding_set(host, pid) == {CAPABILITY_BITS["cap_net_admin"]}
 
 
 @pytest.mark.parametrize("name", HOSTS)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import EXPECTED_HOSTS, MODEL_DIR, sha256
-from labtest import adhoc, lab
+from labtest import adhoc, lab, wait_for
 from sshfs_lab import EXPORT_USER, KEY, KNOWN_HOSTS, VIEW, address
 
 HOLDER, READER = "node2", "node3"
@@ -47,6 +47,54 @@ def test_each_worker_key_is_accepted_by_the_other_workers_export_from_its_own_ad
     assert f'restrict,from="{address(READER)}" ssh-ed25519 ' in keys
     assert f'restrict,from="{address("node1")}" ssh-ed25519 ' in keys  # the coordinator's mount, as before
     assert lab(READER).file(KEY).mode == 0o600
+
+
+def _sftp_list(host, identity_file):
+    """``ls`` of the holder's export over SFTP from ``host`` with ``identity_file`` alone (no agent, no other key)."""
+    return lab(host).run(
+        f"printf 'cd {VIEW}\\nls -1\\n' | timeout 60 sftp -b - -i {identity_file} -o IdentitiesOnly=yes "
+        f"-o IdentityAgent=none -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={KNOWN_HOSTS} "
+        f"-o ConnectTimeout=20 {EXPORT_USER}@{address(HOLDER)}"
+    )
+
+
+@pytest.fixture
+def borrowed_key():
+    """The reader's private key copied onto the coordinator, which is not the address its from= names; removed after."""
+    path = "/root/peer-seed-borrowed/id_ed25519"
+    secret = lab(READER).check_output(f"base64 -w0 {KEY}")
+    lab("node1").run_expect(
+        [0], f"umask 077 && mkdir -p {path.rsplit('/', 1)[0]} && echo {secret} | base64 -d > {path}"
+    )
+    yield path
+    lab("node1").run(f"rm -rf {path.rsplit('/', 1)[0]}")
+
+
+def test_a_worker_key_from_another_hosts_address_is_refused(borrowed_key):
+    """Behaviour of from=: the reader's own key, byte for byte, opens the holder's export from the reader's address
+    and is refused from the coordinator's, where the coordinator's own key is accepted (so the refusal is the key's
+    source, not the network or the account)."""
+    holder = lab(HOLDER)
+    since = holder.check_output("date +%s")
+    own = _sftp_list(READER, KEY)
+    assert own.rc == 0 and SHARD in own.stdout.split(), own.stdout + own.stderr  # positive control: its own address
+    coordinator_own = _sftp_list("node1", KEY)
+    assert coordinator_own.rc == 0 and SHARD in coordinator_own.stdout.split(), coordinator_own.stderr
+    assert lab("node1").check_output(f"ssh-keygen -y -f {borrowed_key}") == lab(READER).check_output(
+        f"ssh-keygen -y -f {KEY}"
+    )
+    borrowed = _sftp_list("node1", borrowed_key)
+    assert borrowed.rc != 0 and SHARD not in borrowed.stdout, borrowed.stdout
+    assert "Permission denied (publickey)" in borrowed.stderr, borrowed.stderr
+
+    # sshd's own reason: the key matched, its source did not.
+    def logged():
+        lines = holder.run(f"journalctl -q --no-pager --since @{since} _COMM=sshd").stdout.splitlines()
+        reason = "with correct key but not from a permitted host"
+        ips = (f"ip={address('node1')},", f"ip={address('node1')})")
+        return any(reason in line and any(ip in line for ip in ips) for line in lines)
+
+    assert wait_for(logged, timeout=60), holder.run(f"journalctl -q --no-pager --since @{since} _COMM=sshd").stdout
 
 
 def test_a_worker_reads_exactly_the_tensor_from_the_holder(empty_cache):
