@@ -56,6 +56,25 @@ def read_interface(module, name):
     return link, _parse(module, _wireguard.parse_dump, out)
 
 
+def remove_leftover(module, name, unit, result):
+    """Delete the interface ``name`` when it is still there with ``unit`` stopped, as wg-quick down would have.
+
+    Left by a stop whose ExecStop never ran (systemd in a container can refuse to start the control process of an
+    exited oneshot unit: status 219/CGROUP, seen in the lab), or by a unit that failed: wg-quick up then fails with
+    "already exists" at every start. The configuration has no PostDown, so deleting the link is all wg-quick down
+    does here (with wireguard-go, its TUN device going away ends wireguard-go).
+    """
+    ip = module.get_bin_path("ip", required=True)
+    if module.run_command([ip, "link", "show", "dev", name])[0] != 0:
+        return
+    rc, out, err = module.run_command([ip, "link", "delete", "dev", name])
+    if rc != 0:
+        module.fail_json(
+            msg=f"{name} is still there with {unit} stopped and could not be deleted: {(err or out).strip()}",
+            **result,
+        )
+
+
 def _parse(module, parser, text):
     try:
         return parser(text)
@@ -117,6 +136,12 @@ def run(module):
                 module.fail_json(
                     msg=f"applying the peers to {p['name']} failed (rc={rc}): {(err or out).strip()}", **result
                 )
+        elif action in ("start", "restart"):
+            # A restart is a stop, then a start on a clean slate: wg-quick up refuses an interface that exists.
+            if action == "restart":
+                systemctl.check("stop", unit_name)
+            remove_leftover(module, p["name"], unit_name, result)
+            systemctl.check("start", unit_name)
         else:
             systemctl.check(action, unit_name)
     link, dump = read_interface(module, p["name"])
