@@ -12,6 +12,7 @@ The decision itself is ``_wireguard.decide`` (pure); this file talks to the host
 from __future__ import annotations
 
 import os
+import time
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import _wireguard
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
@@ -73,6 +74,29 @@ def remove_leftover(module, name, unit, result):
             msg=f"{name} is still there with {unit} stopped and could not be deleted: {(err or out).strip()}",
             **result,
         )
+
+
+# Starts of wg-quick's unit before giving up, and the seconds between them.
+START_ATTEMPTS = 3
+START_PAUSE = 2
+
+
+def start(module, systemctl, name, unit, result):
+    """Start ``unit`` on a clean slate (no leftover interface); a failed start is tried again, twice.
+
+    Right after a stop, systemd in a container can fail to create the cgroup of wg-quick or of wireguard-go's unit
+    (status 219/CGROUP, seen in the lab on the second MTU change in a row); wg-quick then fails, and a start a moment
+    later succeeds. The last failure fails the module with systemctl's message.
+    """
+    for attempt in range(START_ATTEMPTS):
+        remove_leftover(module, name, unit, result)
+        if attempt == START_ATTEMPTS - 1:
+            systemctl.check("start", unit)
+            return
+        if systemctl.run("start", unit)[0] == 0:
+            return
+        systemctl.run("reset-failed", unit)
+        time.sleep(START_PAUSE)
 
 
 def _parse(module, parser, text):
@@ -140,8 +164,7 @@ def run(module):
             # A restart is a stop, then a start on a clean slate: wg-quick up refuses an interface that exists.
             if action == "restart":
                 systemctl.check("stop", unit_name)
-            remove_leftover(module, p["name"], unit_name, result)
-            systemctl.check("start", unit_name)
+            start(module, systemctl, p["name"], unit_name, result)
         else:
             systemctl.check(action, unit_name)
     link, dump = read_interface(module, p["name"])

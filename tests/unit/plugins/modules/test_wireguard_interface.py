@@ -9,6 +9,9 @@ import json
 import pytest
 from ansible.module_utils import basic
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import (
+    _wireguard_interface as wireguard_interface_run,
+)
 from ansible_collections.llamarpc.cluster.plugins.modules import wireguard_interface
 
 PRIVATE = "YOpBEgDk6mjlTdx0xQ8TaxrE2UHkRo0j8C7pq8ePkEE="
@@ -53,6 +56,7 @@ class FakeHost:
         self.found, self.enabled, self.active = found, enabled, active
         # stop_keeps: a stop leaves the interface (its ExecStop never ran: status 219/CGROUP in a container).
         self.stop_keeps = stop_keeps
+        self.start_failures = 0  # starts that fail before one succeeds (219/CGROUP right after a stop)
         self.iface = None
         if iface:
             self.up()
@@ -110,7 +114,12 @@ class FakeHost:
         elif args[0] == "stop":
             self.active = False
             self.iface = self.iface if self.stop_keeps else None
+        elif args[0] == "reset-failed":
+            pass
         elif args[0] == "start":
+            if self.start_failures:
+                self.start_failures -= 1
+                return 1, "", "Job for wg-quick@wg-llamarpc.service failed because the control process exited"
             if self.iface:  # what wg-quick up says
                 return 1, "", "Job for wg-quick@wg-llamarpc.service failed: wg-quick: `wg-llamarpc' already exists"
             self.active = True
@@ -125,7 +134,7 @@ class FakeHost:
         return [
             call[1] if call[0].endswith("systemctl") else "sync" if call[0] == HELPER else "delete"
             for call in self.calls
-            if (call[0].endswith("systemctl") and call[1] not in ("show", "is-enabled"))
+            if (call[0].endswith("systemctl") and call[1] not in ("show", "is-enabled", "reset-failed"))
             or call[0] == HELPER
             or call[1:3] == ["link", "delete"]
         ]
@@ -225,6 +234,26 @@ def test_a_failed_unit_whose_interface_is_left_is_started_again(run_module, host
     assert predicted.result["actions"] == applied.result["actions"] == ["start"]
     assert fake.actions == ["delete", "start"]
     assert fake.iface["mtu"] == 1420
+
+
+def test_a_start_that_fails_right_after_the_stop_is_tried_again(run_module, host, monkeypatch):
+    monkeypatch.setattr(wireguard_interface_run, "START_PAUSE", 0)
+    fake = host(FakeHost())
+    fake.iface["mtu"] = 1380
+    fake.start_failures = 2
+    applied = run_module(wireguard_interface, ARGS)
+    assert not applied.failed, applied.result
+    assert fake.actions == ["stop", "start", "start", "start"] and fake.iface["mtu"] == 1420
+
+
+def test_a_start_that_keeps_failing_fails_with_systemctls_message(run_module, host, monkeypatch):
+    monkeypatch.setattr(wireguard_interface_run, "START_PAUSE", 0)
+    fake = host(FakeHost())
+    fake.iface["mtu"] = 1380
+    fake.start_failures = 3
+    applied = run_module(wireguard_interface, ARGS)
+    assert applied.failed and "systemctl start wg-quick@wg-llamarpc.service failed" in applied.result["msg"]
+    assert fake.actions == ["stop", "start", "start", "start"]
 
 
 def test_a_fresh_unit_is_enabled_and_started(run_module, host):
