@@ -12,6 +12,7 @@ The decision itself is ``_wireguard.decide`` (pure); this file talks to the host
 from __future__ import annotations
 
 import os
+import time
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import _wireguard
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
@@ -54,6 +55,48 @@ def read_interface(module, name):
     if private and private != "(none)":
         module.no_log_values.add(private)
     return link, _parse(module, _wireguard.parse_dump, out)
+
+
+def remove_leftover(module, name, unit, result):
+    """Delete the interface ``name`` when it is still there with ``unit`` stopped, as wg-quick down would have.
+
+    Left by a stop whose ExecStop never ran (systemd in a container can refuse to start the control process of an
+    exited oneshot unit: status 219/CGROUP, seen in the lab), or by a unit that failed: wg-quick up then fails with
+    "already exists" at every start. The configuration has no PostDown, so deleting the link is all wg-quick down
+    does here (with wireguard-go, its TUN device going away ends wireguard-go).
+    """
+    ip = module.get_bin_path("ip", required=True)
+    if module.run_command([ip, "link", "show", "dev", name])[0] != 0:
+        return
+    rc, out, err = module.run_command([ip, "link", "delete", "dev", name])
+    if rc != 0:
+        module.fail_json(
+            msg=f"{name} is still there with {unit} stopped and could not be deleted: {(err or out).strip()}",
+            **result,
+        )
+
+
+# Starts of wg-quick's unit before giving up, and the seconds between them.
+START_ATTEMPTS = 3
+START_PAUSE = 2
+
+
+def start(module, systemctl, name, unit, result):
+    """Start ``unit`` on a clean slate (no leftover interface); a failed start is tried again, twice.
+
+    Right after a stop, systemd in a container can fail to create the cgroup of wg-quick or of wireguard-go's unit
+    (status 219/CGROUP, seen in the lab on the second MTU change in a row); wg-quick then fails, and a start a moment
+    later succeeds. The last failure fails the module with systemctl's message.
+    """
+    for attempt in range(START_ATTEMPTS):
+        remove_leftover(module, name, unit, result)
+        if attempt == START_ATTEMPTS - 1:
+            systemctl.check("start", unit)
+            return
+        if systemctl.run("start", unit)[0] == 0:
+            return
+        systemctl.run("reset-failed", unit)
+        time.sleep(START_PAUSE)
 
 
 def _parse(module, parser, text):
@@ -117,6 +160,11 @@ def run(module):
                 module.fail_json(
                     msg=f"applying the peers to {p['name']} failed (rc={rc}): {(err or out).strip()}", **result
                 )
+        elif action in ("start", "restart"):
+            # A restart is a stop, then a start on a clean slate: wg-quick up refuses an interface that exists.
+            if action == "restart":
+                systemctl.check("stop", unit_name)
+            start(module, systemctl, p["name"], unit_name, result)
         else:
             systemctl.check(action, unit_name)
     link, dump = read_interface(module, p["name"])

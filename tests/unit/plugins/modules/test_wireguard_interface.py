@@ -9,6 +9,9 @@ import json
 import pytest
 from ansible.module_utils import basic
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import (
+    _wireguard_interface as wireguard_interface_run,
+)
 from ansible_collections.llamarpc.cluster.plugins.modules import wireguard_interface
 
 PRIVATE = "YOpBEgDk6mjlTdx0xQ8TaxrE2UHkRo0j8C7pq8ePkEE="
@@ -47,8 +50,13 @@ UNIT = "wg-quick@wg-llamarpc.service"
 class FakeHost:
     """wg-quick's unit and its interface. ``up()`` is what wg-quick up does with the configuration (ARGS)."""
 
-    def __init__(self, found=True, enabled=True, active=True, iface=True, peers=(KEY2, KEY3), private=True):
+    def __init__(
+        self, found=True, enabled=True, active=True, iface=True, peers=(KEY2, KEY3), private=True, stop_keeps=False
+    ):
         self.found, self.enabled, self.active = found, enabled, active
+        # stop_keeps: a stop leaves the interface (its ExecStop never ran: status 219/CGROUP in a container).
+        self.stop_keeps = stop_keeps
+        self.start_failures = 0  # starts that fail before one succeeds (219/CGROUP right after a stop)
         self.iface = None
         if iface:
             self.up()
@@ -64,6 +72,11 @@ class FakeHost:
         tool = args[0].rsplit("/", 1)[-1]
         if tool == "systemctl":
             return self.systemctl(args[1:])
+        if tool == "ip" and args[1] == "link":
+            if args[2] == "delete" and self.iface:
+                self.iface = None
+                return 0, "", ""
+            return (0, "4: wg-llamarpc: <POINTOPOINT,UP>", "") if self.iface else (1, "", "does not exist")
         if tool == "ip":
             if not self.iface:
                 return 1, "", 'Device "wg-llamarpc" does not exist.'
@@ -98,7 +111,17 @@ class FakeHost:
             return (0 if self.enabled else 1), "", ""
         if args[0] == "enable":
             self.enabled = True
-        elif args[0] in ("start", "restart"):
+        elif args[0] == "stop":
+            self.active = False
+            self.iface = self.iface if self.stop_keeps else None
+        elif args[0] == "reset-failed":
+            pass
+        elif args[0] == "start":
+            if self.start_failures:
+                self.start_failures -= 1
+                return 1, "", "Job for wg-quick@wg-llamarpc.service failed because the control process exited"
+            if self.iface:  # what wg-quick up says
+                return 1, "", "Job for wg-quick@wg-llamarpc.service failed: wg-quick: `wg-llamarpc' already exists"
             self.active = True
             self.up()
         else:
@@ -107,11 +130,13 @@ class FakeHost:
 
     @property
     def actions(self):
-        """What changed the host: systemctl verbs other than show/is-enabled, and the helper."""
+        """What changed the host: systemctl verbs other than show/is-enabled, the helper, an interface deleted."""
         return [
-            call[1] if call[0].endswith("systemctl") else "sync"
+            call[1] if call[0].endswith("systemctl") else "sync" if call[0] == HELPER else "delete"
             for call in self.calls
-            if (call[0].endswith("systemctl") and call[1] not in ("show", "is-enabled")) or call[0] == HELPER
+            if (call[0].endswith("systemctl") and call[1] not in ("show", "is-enabled", "reset-failed"))
+            or call[0] == HELPER
+            or call[1:3] == ["link", "delete"]
         ]
 
 
@@ -173,21 +198,62 @@ def test_another_mtu_restarts(run_module, host):
     fake = host(FakeHost())
     fake.iface["mtu"] = 1500
     predicted, applied = four_ways(run_module, fake, dict(ARGS, config_changed=True))
-    assert predicted.result["actions"] == ["restart"]
-    assert fake.actions == ["restart"]
+    assert predicted.result["actions"] == applied.result["actions"] == ["restart"]
+    assert fake.actions == ["stop", "start"]
 
 
 def test_a_gone_interface_is_brought_back(run_module, host):
     fake = host(FakeHost(iface=False))
     predicted, applied = four_ways(run_module, fake)
     assert applied.result["reasons"] == ["the interface is gone"]
-    assert fake.actions == ["restart"]
+    assert fake.actions == ["stop", "start"]
 
 
 def test_a_lost_private_key_is_brought_back(run_module, host):
     fake = host(FakeHost(private=False))
     four_ways(run_module, fake)
-    assert fake.actions == ["restart"]
+    assert fake.actions == ["stop", "start"]
+
+
+def test_a_restart_whose_stop_left_the_interface_deletes_it_before_the_start(run_module, host):
+    """The lab's MTU change back to 1420: ExecStop refused (219/CGROUP), the interface stayed, the start failed."""
+    fake = host(FakeHost(stop_keeps=True))
+    fake.iface["mtu"] = 1380
+    predicted, applied = four_ways(run_module, fake)
+    assert not applied.failed, applied.result
+    assert applied.result["reasons"] == ["MTU 1380 instead of 1420"]
+    assert fake.actions == ["stop", "delete", "start"]
+    assert fake.iface["mtu"] == 1420
+
+
+def test_a_failed_unit_whose_interface_is_left_is_started_again(run_module, host):
+    """The state that restart left: the unit failed, the interface up with the old MTU; every start said exists."""
+    fake = host(FakeHost(active=False))
+    fake.iface["mtu"] = 1380
+    predicted, applied = four_ways(run_module, fake)
+    assert predicted.result["actions"] == applied.result["actions"] == ["start"]
+    assert fake.actions == ["delete", "start"]
+    assert fake.iface["mtu"] == 1420
+
+
+def test_a_start_that_fails_right_after_the_stop_is_tried_again(run_module, host, monkeypatch):
+    monkeypatch.setattr(wireguard_interface_run, "START_PAUSE", 0)
+    fake = host(FakeHost())
+    fake.iface["mtu"] = 1380
+    fake.start_failures = 2
+    applied = run_module(wireguard_interface, ARGS)
+    assert not applied.failed, applied.result
+    assert fake.actions == ["stop", "start", "start", "start"] and fake.iface["mtu"] == 1420
+
+
+def test_a_start_that_keeps_failing_fails_with_systemctls_message(run_module, host, monkeypatch):
+    monkeypatch.setattr(wireguard_interface_run, "START_PAUSE", 0)
+    fake = host(FakeHost())
+    fake.iface["mtu"] = 1380
+    fake.start_failures = 3
+    applied = run_module(wireguard_interface, ARGS)
+    assert applied.failed and "systemctl start wg-quick@wg-llamarpc.service failed" in applied.result["msg"]
+    assert fake.actions == ["stop", "start", "start", "start"]
 
 
 def test_a_fresh_unit_is_enabled_and_started(run_module, host):
@@ -216,7 +282,7 @@ def test_an_interface_that_does_not_come_up_fails_naming_the_unit(run_module, ho
     monkeypatch.setattr(FakeHost, "up", lambda self: None)
     result = run_module(wireguard_interface, ARGS)
     assert result.failed and f"journalctl -u {UNIT}" in result.result["msg"]
-    assert fake.actions == ["restart"]
+    assert fake.actions == ["stop", "start"]
 
 
 def test_a_peer_without_a_key_fails(run_module, host):
