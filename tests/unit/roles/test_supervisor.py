@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -221,14 +222,26 @@ LOCAL_PLAN = {"rpc": "", "devices": "none", "tensor_split": "", "local": True, "
 
 
 def installed_files():
-    """What configure.yml copies into the supervisor's directory: the loop of the task that copies the supervisor."""
+    """What configure.yml writes into the supervisor's directory: the files of the task that writes the supervisor,
+    each read from the path its content's file lookup names (in the role's files/, or from role_path)."""
     role = ROOT / "roles" / "llama_coordinator"
     tasks = yaml.safe_load((role / "tasks" / "configure.yml").read_text())
-    (loop,) = [task["loop"] for task in tasks if "llamarpc_supervisor.py" in task.get("loop", [])]
-    return [
-        (role / item.replace("{{ role_path }}/", "")).resolve() if "{{" in item else role / "files" / item
-        for item in loop
+    (files,) = [
+        task["llamarpc.cluster.managed_files"]["files"]
+        for task in tasks
+        if any(
+            f["dest"].endswith("/llamarpc_supervisor.py")
+            for f in task.get("llamarpc.cluster.managed_files", {}).get("files", [])
+        )
     ]
+    sources = []
+    for entry in files:
+        found = re.search(r"lookup\('ansible\.builtin\.file', (?:role_path ~ )?'([^']+)'", entry["content"])
+        assert found, entry["content"]
+        name = found.group(1)
+        sources.append((role / name.lstrip("/")).resolve() if name.startswith("/") else role / "files" / name)
+        assert sources[-1].name == entry["dest"].rsplit("/", 1)[-1], entry
+    return sources
 
 
 def installed(tmp_path):
