@@ -94,15 +94,16 @@ def established_peers(tables=("/proc/net/tcp", "/proc/net/tcp6")):
 
 
 def listening(url, timeout=5.0):
-    """llama-server answers /health at all: 200 when serving, 503 while it loads. Either way it is connected to
-    every worker of its plan (it starts only when all answer HELLO and aborts when one goes away)."""
+    """llama-server's /health status: 200 when it serves, 503 while it loads, 0 when nothing answers. While it loads
+    it may not be connected to its workers yet (its HTTP server is up before the model's load connects them); once
+    loaded it holds a connection to every worker of its plan (it aborts when one goes away)."""
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:  # noqa: S310 - http URL of plan.json
-            return response.status == 200
+            return response.status
     except urllib.error.HTTPError as exc:
-        return exc.code == 503
+        return exc.code if exc.code == 503 else 0
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
-        return False
+        return 0
 
 
 def endpoints_of(rpc):
@@ -220,7 +221,8 @@ def observe(config, args, recorded, now):
     # A worker serves one client at a time: while llama-server runs and holds its connection to a worker of the plan
     # in force, that worker is busy serving it (a probe could only time out in its backlog). Every other worker is
     # probed, including one of the plan whose connection is gone (it died, even if llama-server has not noticed).
-    serving = listening(config["url"])
+    health = listening(config["url"])
+    serving = health in (200, 503)
     # Held open by llama-server (a process that dies closes its connections): that worker serves it, even when /health
     # is slow to answer on a loaded machine.
     connected = established_peers()
@@ -238,6 +240,7 @@ def observe(config, args, recorded, now):
         "override": override,
         "current": current,
         "serving": serving,
+        "loaded": health == 200,
         "connected": connected,
         "states": states,
         "down_since": down_since,
@@ -323,7 +326,7 @@ def cmd_check(args):
         return check_local(args, now)
     seen = observe(config, args, read_json(args.state, {"down_since": {}}), now)
     names, states, down_since = seen["names"], seen["states"], seen["down_since"]
-    override, current, serving, connected = seen["override"], seen["current"], seen["serving"], seen["connected"]
+    override, current, connected = seen["override"], seen["current"], seen["connected"]
     long_down = sorted(
         name
         for name, since in down_since.items()
@@ -351,8 +354,10 @@ def cmd_check(args):
         restart(config["service"])
         verdict = "restored"
         message = "every worker of the deployed plan is back: restored it"
-    elif serving and any(e in current and e not in connected and states[e] == "ready" for e in names):
+    elif seen["loaded"] and any(e in current and e not in connected and states[e] == "ready" for e in names):
         # A worker of the plan restarted while llama-server idled: reconnect now rather than fail the next request.
+        # Only once the model is loaded: while it loads (503, right after a start) llama-server has not connected to
+        # every worker yet, and a restart then would only start the load again.
         restart(config["service"])
         verdict = "reconnected"
         message = "a planned worker restarted while llama-server was idle: restarted llama-server to reconnect"

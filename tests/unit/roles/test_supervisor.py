@@ -87,7 +87,10 @@ def world(tmp_path, monkeypatch, capsys):
         "probe_all",
         lambda endpoints, timeout: {e: "refused" if e in state["down"] else "ready" for e in endpoints},
     )
-    monkeypatch.setattr(supervisor, "listening", lambda url: state["serving"])
+    # serving: True (200, loaded), False (nothing answers) or an HTTP status (503 while llama-server loads).
+    monkeypatch.setattr(
+        supervisor, "listening", lambda url: {True: 200, False: 0}.get(state["serving"], state["serving"])
+    )
     monkeypatch.setattr(
         supervisor, "established_peers", lambda: {f"10.0.0.{i}:50052" for i in (1, 2, 3)} - state["down"]
     )
@@ -182,6 +185,18 @@ def test_when_the_model_no_longer_fits_it_stays_down_and_says_why(world, tmp_pat
 def test_a_worker_that_restarted_while_llama_server_idled_triggers_a_reconnect(world, monkeypatch):
     # The connection to n2 is gone (the worker restarted) but n2 answers HELLO again.
     monkeypatch.setattr(supervisor, "established_peers", lambda: {"10.0.0.1:50052", "10.0.0.3:50052"})
+    record = world["check"]()
+    assert record["verdict"] == "reconnected" and world["restarts"] == 1
+
+
+def test_no_reconnect_while_llama_server_loads(world, monkeypatch):
+    """Seen in the cluster scenario: a check right after llama-server (re)started found its HTTP server up (503) and
+    its workers not connected yet, took that for a worker that restarted, and restarted llama-server again."""
+    monkeypatch.setattr(supervisor, "established_peers", set)
+    world["serving"] = 503
+    record = world["check"]()
+    assert record["verdict"] != "reconnected" and world["restarts"] == 0
+    world["serving"] = True  # loaded: now a worker it is not connected to did restart
     record = world["check"]()
     assert record["verdict"] == "reconnected" and world["restarts"] == 1
 
