@@ -33,36 +33,6 @@ options:
     type: str
     required: true
     choices: [audit, disable, exclude]
-  model_dirs:
-    description:
-      - Absolute paths of the directories to protect. The same paths are assumed on every host, so a sync target
-        C(host:/path) is compared with them as well.
-    type: list
-    elements: path
-    default: [/data/models]
-  users:
-    description:
-      - Users whose user units and home files are scanned. Every name must exist on the host.
-      - Empty means every user with a running user manager, every lingering user, root and every user with a UID from
-        1000 to 65533.
-    type: list
-    elements: str
-    default: []
-  config_paths:
-    description: More lsyncd config files to read (besides the standard places and those on command lines).
-    type: list
-    elements: path
-    default: []
-  exclude_patterns:
-    description:
-      - More lsyncd exclude patterns the exclude rewrite adds besides the model directories (for example V(*.gguf)).
-    type: list
-    elements: str
-    default: []
-  hygiene:
-    description: Also look for other deleting syncers (rsync, syncthing, unison) and tmpfiles.d cleanups.
-    type: bool
-    default: true
   disable_other_syncers:
     description:
       - With O(state=disable) or O(state=exclude), also stop, disable and mask the units (and stop and disable the
@@ -78,7 +48,10 @@ options:
     description: With O(state=exclude), seconds to wait after starting lsyncd before the second scan checks it runs.
     type: int
     default: 3
-extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
+extends_documentation_fragment:
+  - llamarpc.cluster.sync_scan
+  - llamarpc.cluster.attributes
+  - llamarpc.cluster.attributes.check_diff
 attributes:
   check_mode:
     details: Scans, and lists in RV(actions) what it would do; nothing is changed and no second scan is made.
