@@ -47,6 +47,40 @@ def api(path, body=None, key=API_KEY, timeout=600):
         return status, payload
 
 
+#: The RPC workers' port, unit and nftables table (the llama_rpc_worker role's defaults).
+RPC_PORT = 50052
+WORKER_UNIT = "llamarpc-rpc-worker"
+FIREWALL_TABLE = "inet llamarpc_rpc_worker"
+
+
+def rpc_connect(source, target):
+    """'connected', 'refused' or what bash said otherwise, for a TCP connect from lab host ``source`` to the RPC port of
+    lab host ``target`` (bash's /dev/tcp: no client program needed on the host)."""
+    done = lab(source).run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{address(target)}/{RPC_PORT}'")
+    if done.rc == 0:
+        return "connected"
+    said = done.stderr.strip()
+    return "refused" if "refused" in said.lower() else said or f"rc {done.rc}"
+
+
+def worker_firewall(name):
+    """The RPC worker's firewall on host ``name``, this boot: its nftables table is loaded, and its rules were in place
+    before the worker started (the firewall unit's nft exited before the worker's process started, as the worker
+    unit's After= orders it)."""
+    host = lab(name)
+
+    def show(unit, prop):
+        return host.check_output(f"systemctl show -p {prop} --value {unit}")
+
+    rules_at = int(show(f"{WORKER_UNIT}-firewall.service", "ExecMainExitTimestampMonotonic") or 0)
+    worker_at = int(show(f"{WORKER_UNIT}.service", "ExecMainStartTimestampMonotonic") or 0)
+    ordered = f"{WORKER_UNIT}-firewall.service" in show(f"{WORKER_UNIT}.service", "After").split()
+    return {
+        "loaded": host.run(f"nft list table {FIREWALL_TABLE}").rc == 0,
+        "first": ordered and 0 < rules_at <= worker_at,
+    }
+
+
 def greedy(prompt, tokens=24):
     return {"prompt": prompt, "n_predict": tokens, "temperature": 0, "cache_prompt": False, "seed": 1}
 

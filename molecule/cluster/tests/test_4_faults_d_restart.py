@@ -11,7 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterlib import SCENARIO, host_init, lab_name, main_pid, nspawn_pid_file, serving, shard_digests, wait_serving
+from clusterlib import (
+    SCENARIO,
+    deployed_plan,
+    host_init,
+    lab_name,
+    main_pid,
+    nspawn_pid_file,
+    rpc_connect,
+    serving,
+    shard_digests,
+    wait_serving,
+    worker_firewall,
+)
 from faultreport import record
 from labtest import BIN, REPO, ansible_env, inventory_hosts, lab, wait_for
 
@@ -59,9 +71,20 @@ def boot_all():
     assert boot.returncode == 0, boot.stdout[-3000:]
 
 
+def refusal_probe(names):
+    """(target, source) for a connect the firewall must refuse after ``names`` booted: node1's worker when only node1
+    lost power, else a planned worker; from a host that is neither the coordinator nor the target."""
+    if names == ["node1"]:
+        target = "node1"
+    else:
+        target = next(row["name"] for row in deployed_plan()["plan"]["workers"] if row["name"] != "node1")
+    return target, next(name for name in sorted(inventory_hosts()) if name not in ("node1", target))
+
+
 def recovered(names, digests_before, within=600):
     """What fault 2's rows assert after a boot: the cluster serves (seconds until it does, or None after ``within``),
-    every SSHFS mount unit and the supervisor timer run on node1, the RPC worker runs on each of ``names``, no
+    every SSHFS mount unit and the supervisor timer run on node1, the RPC worker runs on each of ``names`` behind its
+    firewall (the nftables table loaded before the worker started, and a non-coordinator's connect refused), no
     llamarpc unit failed, and every shard keeps its checksum."""
     back = wait_serving(within)
     node1 = lab("node1")
@@ -75,6 +98,8 @@ def recovered(names, digests_before, within=600):
         "mounted": bool(sshfs) and all(node1.service(unit).is_running for unit in sshfs),
         "timer": node1.run("systemctl is-active llamarpc-server-supervisor.timer").stdout.strip(),
         "workers": {name: lab(name).service("llamarpc-rpc-worker").is_running for name in names},
+        "firewall": {name: worker_firewall(name) for name in names},
+        "refused": rpc_connect(*reversed(refusal_probe(names))),
         "intact": shard_digests() == digests_before and all(got == want for got, want in digests_before.values()),
     }
 
@@ -97,9 +122,13 @@ def power_loss_row(names, key, detail):
         and not seen["failed"]
         and seen["timer"] == "active"
         and all(seen["workers"].values())
+        and all(rules == {"loaded": True, "first": True} for rules in seen["firewall"].values())
+        and seen["refused"] == "refused"
         and seen["intact"]
     )
     mounts = "running" if seen["mounted"] else "NOT running"
+    guarded = sum(rules == {"loaded": True, "first": True} for rules in seen["firewall"].values())
+    probe = list(reversed(refusal_probe(names)))
     now = "serving" if seen["back"] is not None else "NOT serving"
     record(
         2,
@@ -107,6 +136,7 @@ def power_loss_row(names, key, detail):
         f"in {booted:.0f} s; {len(seen['units'])} SSHFS mount unit(s) {mounts}, "
         f"supervisor timer {seen['timer']}, workers running: {sum(seen['workers'].values())}/{len(names)}, "
         f"failed units: {seen['failed'] or 'none'}, "
+        f"firewall loaded before the worker on {guarded}/{len(names)}, {' -> '.join(probe)}:RPC {seen['refused']}, "
         f"llama-server PID {before} -> {main_pid(lab('node1'), 'llamarpc-server')}, "
         f"{now}, shards {'intact' if seen['intact'] else 'CHANGED'}",
         ok=ok,
@@ -120,6 +150,8 @@ def power_loss_row(names, key, detail):
     assert not seen["failed"], seen
     assert seen["timer"] == "active", seen
     assert all(seen["workers"].values()), seen
+    assert all(rules == {"loaded": True, "first": True} for rules in seen["firewall"].values()), seen
+    assert seen["refused"] == "refused", seen
     assert seen["intact"], seen
 
 

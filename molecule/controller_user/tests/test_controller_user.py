@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
-from labtest import INVENTORY, lab
+import yaml
+from labtest import INVENTORY, REPO, host_state, lab
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 COORDINATOR = RUNNER.get_hosts("coordinator")[0]
@@ -38,3 +39,27 @@ def test_the_cluster_answers():
     probe = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=30).read().decode())"
     out = lab(COORDINATOR).check_output(f'python3 -c "{probe}"')
     assert json.loads(out).get("status") == "ok", out
+
+
+def _installed(host):
+    """The packages dpkg holds as installed on ``host``."""
+    listing = host.check_output("dpkg-query -W -f='${db:Status-Status} ${Package}\\n'")
+    return {line.split()[1] for line in listing.splitlines() if line.startswith("installed ")}
+
+
+def test_a_cache_hit_installs_no_toolchain_on_any_host():
+    """The README's "a cache hit does not touch the build host": converge found the build in the user's cache (the test
+    above), so no host got a compiler - neither llama_cpp's build packages nor the worker's helper's (its helper ships
+    with the build). What the roles did install (sshfs on the coordinator, at least) shows the comparison sees it."""
+    defaults = yaml.safe_load((REPO / "roles" / "llama_cpp" / "defaults" / "main.yml").read_text())
+    toolchain = set(defaults["llama_cpp_build_packages"]) | {"gcc", "cpp", "build-essential", "ccache"}
+    assert {"cmake", "g++", "make"} <= toolchain, toolchain
+    added = {}
+    for name in RUNNER.get_hosts("all"):
+        host = lab(name)
+        # host_state's record: package -> "<dpkg status abbreviation> <version>", "ii" when installed.
+        record = host_state(host, "before-check")["packages"]
+        before = {package for package, state in record.items() if state[:2] == "ii"}
+        added[name] = _installed(host) - before
+    assert "sshfs" in added[COORDINATOR], added[COORDINATOR]
+    assert {name: sorted(packages & toolchain) for name, packages in added.items()} == dict.fromkeys(added, [])

@@ -10,6 +10,7 @@ file itself, under the same name. So this test fails when seeding is removed fro
 """
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -144,3 +145,44 @@ def test_seeded_load_sends_only_the_hash(loads):
     assert rows[0][1] == "token_embd.weight", rows
     digest = lab(seeded["worker"]).check_output(f"{HASHER} {CACHE}/rpc/{seeded['cache'][0]}").split()[0]
     assert digest == seeded["cache"][0]
+
+
+PRUNE = f"{WORKER}-cache-prune"
+
+
+def test_the_prune_timer_keeps_the_cap_and_the_plans_seeded_tensors(loads):
+    """The cap "by a timer": the timer's own service run over a cache above the cap. Files newer than the plan's seeded
+    tensors fill it to 1.5 times the cap (sparse: their size counts, no disk is used), so least recently used alone
+    would remove the seeded ones first; the pruner removes the others until the cap holds and keeps the plan's."""
+    seeded = loads["seeded"]
+    worker = lab(seeded["worker"])
+    kept = sorted(row.split()[0] for row in seeded["keep"].splitlines() if row.strip())
+    assert kept, seeded["keep"]
+    assert worker.check_output(f"systemctl show -p Triggers --value {PRUNE}.timer") == f"{PRUNE}.service"
+    assert worker.check_output(f"systemctl is-active {PRUNE}.timer") == "active"
+    argv = shlex.split(worker.check_output(f"systemctl show -p ExecStart --value {PRUNE}.service").split(";")[1])
+    cap = int(argv[argv.index(f"{CACHE}/rpc") + 1])
+
+    def cache():
+        listing = worker.check_output(f"find {CACHE}/rpc -maxdepth 1 -type f -printf '%f %s\\n'")
+        return {name: int(size) for name, size in (line.split() for line in listing.splitlines())}
+
+    owner = worker.check_output(f"stat -c %U:%G {CACHE}/rpc")
+    fill = [f"fill{index:02d}" for index in range(3)]
+    worker.run_expect(
+        [0],
+        f"cd {CACHE}/rpc && touch -d '1 hour ago' {' '.join(kept)} && "
+        + " && ".join(f"truncate -s {cap // 2} {name} && chown {owner} {name}" for name in fill),
+    )
+    try:
+        before = cache()
+        assert sum(before.values()) > cap and set(kept) <= set(before), before
+        worker.run_expect([0], f"systemctl start {PRUNE}.service")
+        after = cache()
+        result = worker.check_output(f"systemctl show -p Result --value {PRUNE}.service")
+    finally:
+        worker.run(f"cd {CACHE}/rpc && rm -f {' '.join(fill)}")
+    assert result == "success"
+    assert sum(after.values()) <= cap, after
+    assert set(kept) <= set(after), (kept, after)
+    assert set(fill) - set(after), after  # the pruner had to remove something: the cache was over its cap
