@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages import _apt
 from ansible_collections.llamarpc.cluster.plugins.modules.apt_packages import ARGUMENT_SPEC
 
 
@@ -25,10 +26,8 @@ class ActionModule(ActionBase):
             module, module_args = "llamarpc.cluster.apt_packages", args
         else:
             module = "ansible.builtin.apt"
-            module_args = {"name": args["name"], "state": "present", "update_cache": args["update_cache"]}
-            if args["cache_valid_time"]:
-                module_args["cache_valid_time"] = args["cache_valid_time"]
-            if args["install_recommends"] is not None:
-                module_args["install_recommends"] = args["install_recommends"]
+            module_args = _apt.apt_module_args(
+                args["name"], args["update_cache"], args["cache_valid_time"], args["install_recommends"]
+            )
         result.update(self._execute_module(module_name=module, module_args=module_args, task_vars=task_vars))
         return result

@@ -94,38 +94,17 @@ simulation_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.packages import _dpkg
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages import _apt
 
-ARGUMENT_SPEC = {
-    "name": {"type": "list", "elements": "str", "required": True},
-    "update_cache": {"type": "bool", "default": False},
-    "cache_valid_time": {"type": "int", "default": 0},
-    "install_recommends": {"type": "bool"},
-}
+ARGUMENT_SPEC = {"name": {"type": "list", "elements": "str", "required": True}, **_apt.OPTIONS}
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if not module.check_mode:
         module.fail_json(msg="apt_packages installs through its action plugin (ansible.builtin.apt); run as a task")
-    names = module.params["name"]
-    rc, out, err = module.run_command([module.get_bin_path("dpkg-query", required=True), *_dpkg.DPKG_QUERY[1:], *names])
-    if rc > 1:  # 1: some name is unknown to dpkg, which only means it is not installed
-        module.fail_json(msg=f"dpkg-query failed: {err.strip()}", rc=rc)
-    absent = _dpkg.missing(names, _dpkg.installed_states(out))
-    result = {"changed": bool(absent), "installed": [n for n in names if n not in absent], "missing": absent}
-    would_install, error = [], None
-    if absent:
-        argv = _dpkg.simulate_command(absent, module.params["install_recommends"])
-        rc, out, err = module.run_command([module.get_bin_path("apt-get", required=True), *argv[1:]])
-        if rc == 0:
-            would_install = _dpkg.simulated(out)
-        else:
-            error = ((err or out).strip().splitlines() or [f"exit {rc}"])[-1]
-            result["simulation_error"] = error
-    result["would_install"] = would_install
-    result["msg"] = _dpkg.summary(names, absent, would_install, error)
-    if module._diff and absent:
+    result = _apt.check(module, module.params["name"], module.params["install_recommends"])
+    if module._diff and result["missing"]:
         result["diff"] = {"prepared": result["msg"] + "\n"}
     module.exit_json(**result)
 

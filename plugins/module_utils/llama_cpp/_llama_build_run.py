@@ -20,11 +20,11 @@ import subprocess
 import tarfile
 import tempfile
 import time
-import zipfile
 from datetime import UTC, datetime
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils._cache_lock import exclusive
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_archive import extract
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
     CACHE_FORMAT,
     HELPER_CXX_FLAGS,
@@ -43,7 +43,6 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_
     external_libraries,
     file_entry,
     helper_sources,
-    is_safe_member,
     load_manifest,
     log_tail,
     normalize_member,
@@ -138,42 +137,6 @@ def read_tail(path, max_bytes=65536, lines=40):
             return log_tail(handle.read().decode("utf-8", errors="replace"), lines)
     except OSError:
         return ""
-
-
-def extract(src, kind, dest):
-    """Extract an archive safely; return (member names, archive comment)."""
-    os.makedirs(dest)
-    try:
-        if kind == "zip":
-            with zipfile.ZipFile(src) as archive:
-                names = archive.namelist()
-                bad = [n for n in names if not is_safe_member(n)]
-                if bad:
-                    raise BuildError(f"{src}: unsafe member path {bad[0]!r} in the archive")
-                archive.extractall(dest)  # noqa: S202 - member names validated above
-                return names, archive.comment
-        with tarfile.open(src, "r:*") as archive:
-            members = []
-            for member in archive.getmembers():
-                if not is_safe_member(member.name):
-                    raise BuildError(f"{src}: unsafe member path {member.name!r} in the archive")
-                if member.issym() or member.islnk():
-                    base = "" if member.islnk() else os.path.dirname(normalize_member(member.name))
-                    target = member.linkname
-                    if target.startswith("/") or not is_safe_member(os.path.join(base, target)):
-                        raise BuildError(f"{src}: link {member.name!r} points outside the archive")
-                elif not (member.isfile() or member.isdir()):
-                    continue  # devices and FIFOs have no place in a source tree
-                member.mode &= 0o755 if member.isdir() or member.mode & 0o111 else 0o644
-                member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
-                members.append(member)
-            if hasattr(tarfile, "data_filter"):
-                archive.extractall(dest, members=members, filter="data")
-            else:
-                archive.extractall(dest, members=members)  # noqa: S202 - members validated above
-            return [m.name for m in members], archive.pax_headers.get("comment")
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise BuildError(f"{src}: cannot extract the archive: {exc}") from exc
 
 
 def discover_version(src, extracted, subdir, names, comment):
