@@ -1,0 +1,206 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The mechanism of ``llama_cpp_install``: one build's binaries on a node, read and (when needed) put in place.
+
+A build lives in ``<install_dir>/<key>/bin``; ``<install_dir>/<key>/complete`` (the key and a newline), written last,
+says the unpack finished. So the state a rerun needs is one ``lstat`` (the marker), one ``dpkg-query`` (the runtime
+packages) and, for an archive that does not name its RPC server, a look into ``bin`` (``ggml-rpc-server`` in current
+trees, ``rpc-server`` in older ones).
+
+An unpack goes into a staging directory beside ``bin``, every file and directory fsynced, renamed to ``bin`` (a ``bin``
+left by an unpack cut short is renamed away first and removed), the key's directory fsynced, then the marker written
+atomically and durably (``files/_atomic``): after a power loss a node has the build whole, or no marker and the next
+run unpacks again. Standard library only (with the shared packages code): shipped to the node with the module.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_archive
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
+    RPC_SERVER_NAMES,
+    BuildError,
+)
+from ansible_collections.llamarpc.cluster.plugins.module_utils.packages import _apt
+
+MARKER = "complete"
+BIN = "bin"
+STAGING = ".bin-"  # prefix of the staging directories (and of a replaced bin) beside bin
+
+ARGUMENT_SPEC = {
+    "install_dir": {"type": "path", "required": True},
+    "key": {"type": "str", "required": True},
+    "archive": {"type": "path"},
+    "src": {"type": "path"},
+    "rpc_server": {"type": "str", "default": ""},
+    "rpc_protocol": {"type": "str", "default": ""},
+    "helpers": {"type": "list", "elements": "str", "default": []},
+    "packages": {"type": "list", "elements": "str", "default": []},
+    **_apt.OPTIONS,
+}
+
+# State of the marker, the install's one fact on the node.
+INSTALLED = "installed"
+ABSENT = "absent"
+NOT_REGULAR = "not a regular file"
+
+
+class InstallError(Exception):
+    """A failure the module reports with fail_json (message meant for the user)."""
+
+
+def paths(install_dir, key):
+    """(the key's directory, its bin directory, its marker)."""
+    key_dir = os.path.join(install_dir, key)
+    return key_dir, os.path.join(key_dir, BIN), os.path.join(key_dir, MARKER)
+
+
+def marker_state(marker):
+    """INSTALLED for a regular file (a symlink is not one), ABSENT when nothing is there, NOT_REGULAR otherwise."""
+    try:
+        mode = os.lstat(marker).st_mode
+    except FileNotFoundError:
+        return ABSENT
+    except NotADirectoryError:  # the key's "directory" is a file: nothing of this build is there
+        return ABSENT
+    return INSTALLED if stat.S_ISREG(mode) else NOT_REGULAR
+
+
+def rpc_server_name(bin_dir, given=""):
+    """The RPC server's file name: the build's own (``given``), else the first of the current and the older name found
+    in ``bin_dir``, else the current one (nothing unpacked yet: the name a real run finds in a current build)."""
+    if given:
+        return given
+    for name in RPC_SERVER_NAMES:
+        if os.path.lexists(os.path.join(bin_dir, name)):
+            return name
+    return RPC_SERVER_NAMES[0]
+
+
+def facts(install_dir, key, rpc_server, rpc_protocol, helpers, installed):
+    """What the role publishes (each name prefixed with ``llama_cpp_`` there)."""
+    _key_dir, bin_dir, _marker = paths(install_dir, key)
+    return {
+        "bin_dir": bin_dir,
+        "rpc_server_bin": os.path.join(bin_dir, rpc_server),
+        "server_bin": os.path.join(bin_dir, "llama-server"),
+        "rpc_protocol": rpc_protocol,
+        "build_key": key,
+        "helper_names": list(helpers),
+        "installed": installed,
+    }
+
+
+def _fsync_tree(top):
+    """fsync every regular file and directory under ``top`` (deepest first, ``top`` last); links have no data."""
+    for root, dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            path = os.path.join(root, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                _atomic.fsync_file(path)
+        del dirs
+        _atomic.fsync_dir(root)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def remove_leftovers(key_dir):
+    """Remove what an unpack cut short left beside bin (staging directories, a bin renamed away)."""
+    for name in os.listdir(key_dir):
+        if name.startswith(STAGING):
+            shutil.rmtree(os.path.join(key_dir, name), ignore_errors=True)
+
+
+def unpack(src, install_dir, key):
+    """Put the binaries of archive ``src`` in ``<install_dir>/<key>/bin``, then write the marker (last)."""
+    key_dir, bin_dir, marker = paths(install_dir, key)
+    try:
+        os.makedirs(key_dir, mode=0o755, exist_ok=True)
+        if marker_state(marker) == NOT_REGULAR:
+            _remove(marker)  # not ours to keep: the marker is written below
+        remove_leftovers(key_dir)
+        staging = tempfile.mkdtemp(prefix=STAGING, dir=key_dir)
+    except OSError as exc:
+        raise InstallError(f"cannot prepare {key_dir}: {exc}") from exc
+    try:
+        staged = os.path.join(staging, BIN)
+        _llama_archive.extract(src, _llama_archive.kind_of(src), staged, modes=True)
+        os.chmod(staged, 0o755)  # noqa: S103 - the binaries' directory, as the install always made it
+        _fsync_tree(staged)
+        if os.path.lexists(bin_dir):  # an unpack cut short (no marker): its files give way, whole
+            os.rename(bin_dir, os.path.join(tempfile.mkdtemp(prefix=STAGING, dir=key_dir), BIN))
+        os.rename(staged, bin_dir)
+        _atomic.fsync_dir(key_dir)
+    except BuildError as exc:
+        raise InstallError(str(exc)) from exc
+    except OSError as exc:
+        raise InstallError(f"cannot unpack {src} into {bin_dir}: {exc}") from exc
+    finally:
+        remove_leftovers(key_dir)
+    try:
+        _atomic.write_atomic(marker, f"{key}\n", mode=0o644)
+    except OSError as exc:
+        raise InstallError(f"cannot write {marker}: {exc}") from exc
+
+
+def _diff(marker, key, state, packages=None):
+    diff = [{"before_header": marker, "after_header": marker}]
+    diff[0]["before"] = f"{key}\n" if state == INSTALLED else ""
+    diff[0]["after"] = f"{key}\n"
+    if packages:
+        diff.append({"prepared": packages + "\n"})
+    return diff
+
+
+def run(module):
+    """The module: read the node, and in check mode say what a real run would do; in a real run the action plugin
+    installs the missing packages (ansible.builtin.apt), then gives ``src`` (the archive, copied to the node) when the
+    first run reported ``need_archive``."""
+    p = module.params
+    if os.sep in p["key"] or p["key"] in ("", ".", ".."):
+        module.fail_json(msg=f"key must be a directory name, got {p['key']!r}")
+    _key_dir, bin_dir, marker = paths(p["install_dir"], p["key"])
+    state = marker_state(marker)
+    missing = _apt.absent(module, p["packages"])
+    result = {"changed": False, "marker": marker, "marker_state": state, "packages_missing": missing}
+    notes = []
+    if module.check_mode:
+        packages = _apt.check(module, p["packages"], p["install_recommends"], missing) if missing else None
+        if packages:
+            result["would_install"] = packages["would_install"]
+            notes.append(packages["msg"])
+        if state != INSTALLED:
+            notes.append(f"would unpack {p['archive'] or 'the new build'} into {bin_dir}")
+        result["changed"] = bool(notes)
+        installed = state == INSTALLED  # false before the first install: nothing there can be run yet
+        if notes and module._diff:
+            result["diff"] = _diff(marker, p["key"], state, packages and packages["msg"])
+    else:
+        result["need_archive"] = state != INSTALLED and not p["src"]
+        result["unpacked"] = state != INSTALLED and bool(p["src"])
+        if result["unpacked"]:
+            try:
+                unpack(p["src"], p["install_dir"], p["key"])
+            except InstallError as exc:
+                module.fail_json(msg=str(exc), **result)
+            result["changed"] = True
+            notes.append(f"unpacked {p['archive'] or p['src']} into {bin_dir}")
+            if module._diff:
+                result["diff"] = _diff(marker, p["key"], state)
+        installed = True
+    name = rpc_server_name(bin_dir, p["rpc_server"])
+    result.update(facts(p["install_dir"], p["key"], name, p["rpc_protocol"], p["helpers"], installed))
+    result["msg"] = "; ".join(notes) or f"llama.cpp {p['key']} is installed in {bin_dir}"
+    module.exit_json(**result)
