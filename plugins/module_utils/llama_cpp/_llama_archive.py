@@ -31,7 +31,7 @@ def kind_of(path):
             return "zip"
         if tarfile.is_tarfile(path):
             return "tar"
-    except OSError as exc:
+    except (OSError, EOFError, tarfile.TarError) as exc:  # a gzip stream cut short: EOFError
         raise BuildError(f"{path}: cannot read the archive: {exc}") from exc
     raise BuildError(f"{path}: neither a tar nor a zip archive")
 
