@@ -67,8 +67,10 @@ def test_the_name_the_build_gives_is_the_one_the_worker_copies():
     helpers = llama_cpp_helpers()
     names = [helper["name"] for helper in lb.helper_sources(helpers)]  # what the build cache action returns
     assert names == ["llamarpc-fnv1a"]
-    shipped_names = load(LLAMA_CPP / "tasks" / "source.yml")[1]["vars"]["_llama_cpp_helpers_shipped"]
-    assert shipped_names == "{{ _llama_cpp_cached.helpers }}"
+    install = next(
+        task for task in load(LLAMA_CPP / "tasks" / "source.yml") if "llamarpc.cluster.llama_cpp_install" in task
+    )
+    assert install["llamarpc.cluster.llama_cpp_install"]["helpers"] == "{{ _llama_cpp_cached.helpers }}"
     shipped, _fallback = helper_blocks()
     copy = shipped["block"][0]["ansible.builtin.copy"]
     assert copy["src"] == "{{ llama_cpp_bin_dir }}/llamarpc-fnv1a"

@@ -11,6 +11,8 @@ import yaml
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 LAB_ROLE = Path(__file__).resolve().parents[3] / "lab" / "roles" / "lab"
 INSTALLERS = {"ansible.builtin.apt", "ansible.builtin.package", "llamarpc.cluster.apt_packages"}
+# Modules that install packages as apt_packages does, beside what else they do: the option that names the packages.
+PACKAGE_OPTIONS = {"llamarpc.cluster.llama_cpp_install": "packages"}
 
 
 def defaults(role):
@@ -29,9 +31,12 @@ def tasks(node):
 def install_tasks():
     for path in sorted(ROLES.glob("*/tasks/*.yml")):
         for task in tasks(yaml.safe_load(path.read_text())):
-            module = next((m for m in INSTALLERS if m in task), None)
+            module = next((m for m in INSTALLERS | set(PACKAGE_OPTIONS) if m in task), None)
             if module:
-                yield path.relative_to(ROLES), task, task[module]
+                args = dict(task[module])
+                if module in PACKAGE_OPTIONS:
+                    args["name"] = args.pop(PACKAGE_OPTIONS[module])
+                yield path.relative_to(ROLES), task, args
 
 
 def role_package_lists():
@@ -72,6 +77,6 @@ def test_roles_install_debian_packages_with_apt_packages():
 def test_installs_are_explicit_about_recommends_and_refresh_the_package_lists():
     # A fresh cloud image has empty package lists, and recommended packages would make the lab and the field differ.
     for path, task, args in install_tasks():
-        if "ansible.builtin.apt" in task or "llamarpc.cluster.apt_packages" in task:
+        if "ansible.builtin.apt" in task or "llamarpc.cluster.apt_packages" in task or set(PACKAGE_OPTIONS) & set(task):
             assert args.get("update_cache") is True, f"{path}: {task['name']}"
             assert args.get("install_recommends") is False, f"{path}: {task['name']}"
