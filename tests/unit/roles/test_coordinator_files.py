@@ -143,3 +143,13 @@ def test_plan_json_is_written_only_when_a_new_plan_is_deployed(deploy_needed, fi
         "_llama_coordinator_plan": {"deploy_needed": deploy_needed},
     }
     assert render(FILES_TASK["llamarpc.cluster.managed_files"]["files"], **variables) == files
+
+
+@pytest.mark.parametrize(("timeout", "wait", "retries"), [(1800, 30, 60), (300, 30, 10), (10, 10, 1), (0, 1, 0)])
+def test_the_health_wait_is_cut_in_runs_of_30_s_at_most(timeout, wait, retries):
+    service = yaml.safe_load((ROLE / "tasks/service.yml").read_text())
+    task = next(task for task in service if "llamarpc.cluster.llama_server_serving" in task)
+    variables = {"llama_coordinator_health_timeout": timeout}
+    got = render(VARS["_llama_coordinator_health_wait"], **variables)
+    assert int(got) == wait
+    assert int(render(task["retries"], _llama_coordinator_health_wait=got, **variables)) == retries
