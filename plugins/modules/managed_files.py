@@ -19,8 +19,12 @@ description:
     with the entry's owner, group and mode; an existing one gets them.
   - A file is written only when its bytes differ from O(files[].content) - to a temporary file beside it, checked by
     O(files[].validate) when given, then renamed into place (a failed validation leaves the file in place as it
-    was). Its owner, group and mode are set either way.
+    was). Its owner, group and mode are set either way. A file with O(files[].state=absent) is removed when it is
+    there.
   - Directories come first, so a file may go into a directory of the same call.
+  - Entries may carry a O(directories[].label) or O(files[].label) - RV(changed_labels) then says which paths of each
+    label changed, so that one call can hold files whose changes call for different actions (a handler's C(when)
+    on a label).
   - Render templates on the controller with the C(ansible.builtin.template) lookup and read role files with the
     C(ansible.builtin.file) lookup (C(rstrip=false), to keep their last newline).
 author:
@@ -51,6 +55,10 @@ options:
       mode:
         description: Its mode, octal as a string (V('0750')) or symbolic; omitted - left as it is (a new one by umask).
         type: raw
+      label:
+        description: A name for the kind of path this is; when the path changes it is listed under this name in
+          RV(changed_labels).
+        type: str
   files:
     description: Files to write, each in a directory that exists (or is in O(directories)).
     type: list
@@ -61,10 +69,15 @@ options:
         description: The file.
         type: path
         required: true
-      content:
-        description: Its whole text (UTF-8).
+      state:
+        description: V(present) - written with O(files[].content); V(absent) - removed when it is there (a directory
+          there fails the task).
         type: str
-        required: true
+        choices: [present, absent]
+        default: present
+      content:
+        description: Its whole text (UTF-8); required when O(files[].state=present).
+        type: str
       validate:
         description: A command run on the new text before it replaces the file, C(%s) standing for its temporary
           path (split like a shell would, never run by one), for example V(/usr/sbin/nft --check --file %s).
@@ -79,6 +92,10 @@ options:
       mode:
         description: Its mode, octal as a string (V('0644')) or symbolic; omitted - left as it is.
         type: raw
+      label:
+        description: A name for the kind of path this is; when the path changes it is listed under this name in
+          RV(changed_labels).
+        type: str
 seealso:
   - module: ansible.builtin.file
   - module: ansible.builtin.copy
@@ -109,6 +126,21 @@ EXAMPLES = r"""
         group: root
         mode: "0644"
   notify: example firewall changed
+
+- name: Units and the service's environment, whose changes call for different handlers
+  llamarpc.cluster.managed_files:
+    files:
+      - dest: /etc/systemd/system/example.service
+        content: "{{ lookup('ansible.builtin.template', 'example.service.j2') }}"
+        label: units
+      - dest: /etc/example/example.env
+        content: "{{ lookup('ansible.builtin.template', 'example.env.j2') }}"
+        label: restart
+      - dest: /etc/example/legacy.conf
+        state: absent
+        label: restart
+  register: example_files
+  notify: example files changed  # a handler listening to it runs when "'units' in example_files.changed_labels"
 """
 
 RETURN = r"""
@@ -119,6 +151,12 @@ changed_paths:
   type: list
   elements: str
   sample: [/etc/systemd/system/example.service]
+changed_labels:
+  description: For each label of an entry that changed (in check mode, would), the paths of that label that changed,
+    in the order of RV(changed_paths); a label none of whose paths changed is not there.
+  returned: always
+  type: dict
+  sample: {units: [/etc/systemd/system/example.service]}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -16,11 +16,13 @@ description:
     C(systemctl start) when its C(ActiveState) is neither C(active) nor C(activating) - what
     M(ansible.builtin.systemd_service) does with C(state=started) and C(enabled=true) for one unit; a rerun that
     changes nothing costs one module run for all of them.
-  - A failed C(enable) or C(start) is tried again O(retries) times, O(delay) seconds apart (a start right after
-    C(daemon-reload) on a loaded host has failed with 219/CGROUP and succeeded when tried again); after the last the
-    task fails with systemctl's message.
-  - A unit systemd does not know (no unit file loaded) fails the task. Units are never stopped, disabled or
-    restarted here.
+  - A failed C(enable), C(start), C(disable) or C(stop) is tried again O(retries) times, O(delay) seconds apart (a
+    start right after C(daemon-reload) on a loaded host has failed with 219/CGROUP and succeeded when tried again);
+    after the last the task fails with systemctl's message.
+  - Then each of O(stopped) - C(systemctl disable) when it is enabled (not a static unit), then C(systemctl stop)
+    when it runs or is about to - what M(ansible.builtin.systemd_service) does with C(state=stopped) and
+    C(enabled=false).
+  - A unit systemd does not know (no unit file loaded) fails the task. No unit is ever restarted here.
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -37,8 +39,13 @@ options:
     type: list
     elements: str
     required: true
+  stopped:
+    description: Unit names with their suffix to stop and disable at boot, handled in this order after O(units).
+    type: list
+    elements: str
+    default: []
   retries:
-    description: How many more times a failed C(enable) or C(start) is tried.
+    description: How many more times a failed C(enable), C(start), C(disable) or C(stop) is tried.
     type: int
     default: 3
   delay:
@@ -53,6 +60,11 @@ EXAMPLES = r"""
 - name: Firewall, service and its timer run and start at boot
   llamarpc.cluster.systemd_units:
     units: [example-firewall.service, example.service, example-prune.timer]
+
+- name: A service runs, its optional timer is off
+  llamarpc.cluster.systemd_units:
+    units: [example.service]
+    stopped: [example-watch.timer]
 """
 
 RETURN = r"""

@@ -8,7 +8,11 @@ each (two module runs per unchanged file), for a list of them.
 A directory is made like ``file state=directory``: every missing component of its path is created with its owner,
 group and mode. A file is written only when its bytes differ - to a temporary file beside it, checked by its
 ``validate`` command when given, then renamed into place (fsynced before, its directory after: ``_atomic``) - and its
-owner, group and mode are set either way.
+owner, group and mode are set either way. A file with ``state: absent`` is removed (its directory fsynced after).
+
+Each entry may carry a ``label``: the result's ``changed_labels`` maps every label to the paths of that label that
+changed, so that one call can hold files whose changes call for different actions (a unit wants a daemon-reload, a
+script a restart) and the caller acts on each kind by its label.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ ENTRY_OPTIONS = {
     "owner": {"type": "str"},
     "group": {"type": "str"},
     "mode": {"type": "raw"},
+    "label": {"type": "str"},
 }
 
 ARGUMENT_SPEC = {
@@ -37,10 +42,12 @@ ARGUMENT_SPEC = {
         "default": [],
         "options": {
             "dest": {"type": "path", "required": True},
-            "content": {"type": "str", "required": True},
+            "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
+            "content": {"type": "str"},
             "validate": {"type": "str"},
             **ENTRY_OPTIONS,
         },
+        "required_if": [("state", "present", ("content",))],
     },
 }
 
@@ -85,7 +92,9 @@ def ensure_directory(module, entry, report):
         module.fail_json(msg=f"{path} exists and is not a directory: move it away or choose another path")
     created = missing_components(path)
     if created:
-        report.add(path, {"before": {"path": path, "state": "absent"}, "after": {"path": path, "state": "directory"}})
+        report.add(
+            path, {"before": {"path": path, "state": "absent"}, "after": {"path": path, "state": "directory"}}, entry
+        )
         if module.check_mode:
             return
         for component in created:
@@ -99,7 +108,26 @@ def ensure_directory(module, entry, report):
         return
     diff = {"before": {"path": path}, "after": {"path": path}}
     if module.set_fs_attributes_if_different(file_args(os.path.realpath(path), entry), False, diff, expand=False):
-        report.add(path, diff)
+        report.add(path, diff, entry)
+
+
+def remove_file(module, entry, report):
+    """Remove ``entry['dest']`` when it exists (a file or a link; a directory fails), its directory fsynced after."""
+    dest = entry["dest"]
+    if os.path.isdir(dest) and not os.path.islink(dest):
+        module.fail_json(msg=f"{dest} is a directory: state=absent removes files only")
+    if not os.path.lexists(dest):
+        return
+    report.add(dest, {"before": {"path": dest, "state": "file"}, "after": {"path": dest, "state": "absent"}}, entry)
+    if module.check_mode:
+        return
+    try:
+        os.unlink(dest)
+    except FileNotFoundError:
+        return  # removed meanwhile
+    except OSError as error:
+        module.fail_json(msg=f"cannot remove {dest}: {error}")
+    _atomic.fsync_dir(os.path.dirname(os.path.abspath(dest)))
 
 
 def write_file(module, entry, report):
@@ -112,7 +140,7 @@ def write_file(module, entry, report):
     if current == wanted:
         diff = {"before": {"path": dest}, "after": {"path": dest}}
         if module.set_fs_attributes_if_different(file_args(os.path.realpath(dest), entry), False, diff, expand=False):
-            report.add(dest, diff)
+            report.add(dest, diff, entry)
         return
     report.add(
         dest,
@@ -122,6 +150,7 @@ def write_file(module, entry, report):
             "before": "" if current is None else current.decode("utf-8", errors="replace"),
             "after": entry["content"],
         },
+        entry,
     )
     if module.check_mode:
         return
@@ -153,16 +182,20 @@ def check_validates(module, dest, validate, temporary):
 
 
 class Report:
-    """The paths that changed (or would) in order, each with its diff."""
+    """The paths that changed (or would) in order, each with its diff, and by the label of their entry."""
 
     def __init__(self):
         self.changed = []
         self.diffs = []
+        self.labels = {}
 
-    def add(self, path, diff):
+    def add(self, path, diff, entry):
         if path not in self.changed:
             self.changed.append(path)
             self.diffs.append(diff)
+        label = entry.get("label")
+        if label is not None and path not in self.labels.setdefault(label, []):
+            self.labels[label].append(path)
 
 
 def run_module(module):
@@ -171,8 +204,8 @@ def run_module(module):
     for entry in module.params["directories"]:
         ensure_directory(module, entry, report)
     for entry in module.params["files"]:
-        write_file(module, entry, report)
-    result = {"changed": bool(report.changed), "changed_paths": report.changed}
+        (remove_file if entry["state"] == "absent" else write_file)(module, entry, report)
+    result = {"changed": bool(report.changed), "changed_paths": report.changed, "changed_labels": report.labels}
     if module._diff:
         result["diff"] = report.diffs
     return result

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Several system units running and enabled at boot in one module call (what ansible.builtin.systemd_service with
-``state: started`` and ``enabled: true`` does for one unit), with a failed enable or start tried again.
+``state: started`` and ``enabled: true`` does for one unit), with a failed enable or start tried again; and others
+stopped and disabled in the same call (``state: stopped``, ``enabled: false``).
 
 A start right after ``daemon-reload`` on a loaded host has failed with 219/CGROUP (systemd could not attach the new
 process to the unit's cgroup) and succeeded when tried again: each action is tried up to ``retries`` more times.
@@ -13,10 +14,15 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
+from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import (
+    ENABLED_STATES,
+    RUNNING_STATES,
+    Systemctl,
+)
 
 ARGUMENT_SPEC = {
     "units": {"type": "list", "elements": "str", "required": True},
+    "stopped": {"type": "list", "elements": "str", "default": []},
     "retries": {"type": "int", "default": 3},
     "delay": {"type": "float", "default": 2.0},
 }
@@ -32,8 +38,8 @@ def unit_state(systemctl, unit):
     if shown.get("LoadState") == "not-found":
         systemctl.module.fail_json(msg=f"Could not find the requested unit {unit}: is its unit file in place?")
     # is-enabled exits 0 for enabled, enabled-runtime, static, alias, indirect, generated and transient units.
-    rc, _out, _err = systemctl.run("is-enabled", unit)
-    return {"active": shown.get("ActiveState", "unknown"), "enabled": rc == 0}
+    rc, out, _err = systemctl.run("is-enabled", unit)
+    return {"active": shown.get("ActiveState", "unknown"), "enabled": rc == 0, "unit_file": out.strip()}
 
 
 def actions_for(state):
@@ -43,6 +49,17 @@ def actions_for(state):
         actions.append("enable")
     if state["active"] not in RUNNING:
         actions.append("start")
+    return actions
+
+
+def stop_actions_for(state):
+    """The systemctl verbs a unit to stop in ``state`` needs, in systemd_service's order: disable (only what
+    ``disable`` undoes: not a static unit), then stop (a unit that runs or is about to)."""
+    actions = []
+    if state["unit_file"] in ENABLED_STATES:
+        actions.append("disable")
+    if state["active"] in RUNNING_STATES:
+        actions.append("stop")
     return actions
 
 
@@ -62,18 +79,29 @@ def attempt(systemctl, verb, unit, retries, delay, sleep=time.sleep):
     return None
 
 
+def after_actions(state, needed):
+    """``{"active", "enabled"}`` of a unit in ``state`` once ``needed`` is done."""
+    active = {"start": "active", "stop": "inactive"}
+    enabled = {"enable": True, "disable": False}
+    return {
+        "active": next((active[verb] for verb in needed if verb in active), state["active"]),
+        "enabled": next((enabled[verb] for verb in needed if verb in enabled), state["enabled"]),
+    }
+
+
 def run_module(module, sleep=time.sleep):
-    """Read every unit's state (an unknown unit fails before anything is done), then enable and start what is not;
-    the module's result."""
+    """Read every unit's state (an unknown unit fails before anything is done), then enable and start what is not,
+    and disable and stop the units to stop; the module's result."""
     systemctl = Systemctl(module, required=True)
     params = module.params
-    states = [(unit, unit_state(systemctl, unit)) for unit in params["units"]]
+    states = [(unit, unit_state(systemctl, unit), actions_for) for unit in params["units"]]
+    states += [(unit, unit_state(systemctl, unit), stop_actions_for) for unit in params["stopped"]]
     units, done, before, after = [], [], {}, {}
-    for unit, state in states:
-        needed = actions_for(state)
+    for unit, state, wanted in states:
+        needed = wanted(state)
         units.append({"name": unit, "active": state["active"], "enabled": state["enabled"], "actions": needed})
         before[unit] = {"active": state["active"], "enabled": state["enabled"]}
-        after[unit] = {"active": "active" if "start" in needed else state["active"], "enabled": True}
+        after[unit] = after_actions(state, needed)
         for verb in needed:
             if not module.check_mode:
                 attempt(systemctl, verb, unit, params["retries"], params["delay"], sleep)

@@ -153,3 +153,57 @@ def test_a_file_needs_its_directory(run_module, tmp_path):
     dest = tmp_path / "missing" / "unit.service"
     failed = run_module(managed_files, {"files": [{"dest": str(dest), "content": "x"}]})
     assert failed.failed and "its directory" in failed.result["msg"] and str(dest.parent) in failed.result["msg"]
+
+
+def test_an_absent_file_is_removed_once(run_module, tmp_path):
+    key = tmp_path / "api-keys"
+    key.write_text("secret\n")
+    args = {"files": [{"dest": str(key), "state": "absent"}]}
+    predicted = run_module(managed_files, {**args, "_ansible_diff": True}, check_mode=True)
+    assert predicted.result["changed_paths"] == [str(key)] and key.exists()
+    assert predicted.result["diff"] == [
+        {"before": {"path": str(key), "state": "file"}, "after": {"path": str(key), "state": "absent"}}
+    ]
+    assert run_module(managed_files, args).result["changed_paths"] == [str(key)]
+    assert not key.exists()
+    again = run_module(managed_files, args)
+    assert not again.result["changed"] and again.result["changed_labels"] == {}
+
+
+def test_absent_does_not_remove_a_directory(run_module, tmp_path):
+    failed = run_module(managed_files, {"files": [{"dest": str(tmp_path), "state": "absent"}]})
+    assert failed.failed and "is a directory" in failed.result["msg"] and tmp_path.is_dir()
+
+
+def test_a_present_file_needs_its_content(run_module, tmp_path):
+    failed = run_module(managed_files, {"files": [{"dest": str(tmp_path / "x")}]})
+    assert failed.failed and "content" in failed.result["msg"]
+    assert not (tmp_path / "x").exists()
+
+
+def test_changed_labels_name_only_the_labels_whose_paths_changed(run_module, tmp_path):
+    (tmp_path / "lib").mkdir(mode=0o755)
+    (tmp_path / "lib").chmod(0o755)
+    unit, env, script = tmp_path / "a.service", tmp_path / "a.env", tmp_path / "lib" / "helper.py"
+    script.write_text("same\n")
+    script.chmod(0o644)
+    old_key = tmp_path / "old-key"
+    old_key.write_text("k\n")
+    args = {
+        "directories": [{"path": str(tmp_path / "lib"), "mode": "0755", "label": "dirs"}],
+        "files": [
+            {"dest": str(unit), "content": "[Unit]\n", "label": "units"},
+            {"dest": str(env), "content": "A=1\n", "label": "restart"},
+            {"dest": str(script), "content": "same\n", "mode": "0644", "label": "restart"},
+            {"dest": str(old_key), "state": "absent", "label": "restart"},
+            {"dest": str(tmp_path / "plan.json"), "content": "{}\n"},
+        ],
+    }
+    predicted = run_module(managed_files, args, check_mode=True)
+    expected = {"units": [str(unit)], "restart": [str(env), str(old_key)]}
+    assert predicted.result["changed_labels"] == expected
+    assert run_module(managed_files, args).result["changed_labels"] == expected
+    assert not old_key.exists() and env.read_text() == "A=1\n"
+    env.write_text("A=2\n")  # only the env file differs now: only its label
+    assert run_module(managed_files, args).result["changed_labels"] == {"restart": [str(env)]}
+    assert run_module(managed_files, args).result["changed_labels"] == {}

@@ -30,10 +30,15 @@ SYSTEMCTL = textwrap.dedent(
         else:
             print(f"LoadState=loaded\\nActiveState={unit['active']}")
     elif args[0] == "is-enabled":
-        print("enabled" if unit and unit["enabled"] else "disabled")
-        sys.exit(0 if unit and unit["enabled"] else 1)
+        state = unit.get("file", "enabled" if unit["enabled"] else "disabled") if unit else "disabled"
+        print(state)
+        sys.exit(0 if state in ("enabled", "static") else 1)
     elif args[0] == "enable":
         unit["enabled"] = True
+    elif args[0] == "disable":
+        unit["enabled"] = False
+    elif args[0] == "stop":
+        unit["active"] = "inactive"
     elif args[0] == "start":
         if unit.get("fail_starts", 0) > 0:
             unit["fail_starts"] -= 1
@@ -61,9 +66,9 @@ def host(tmp_path, monkeypatch):
         state.write_text(json.dumps(units))
 
     def calls():
-        """The state-changing systemctl calls so far (enable, start)."""
+        """The state-changing systemctl calls so far (enable, start, disable, stop)."""
         lines = log.read_text().splitlines() if log.exists() else []
-        return [line for line in lines if line.split()[0] in ("enable", "start")]
+        return [line for line in lines if line.split()[0] in ("enable", "start", "disable", "stop")]
 
     set_units.read = lambda: json.loads(state.read_text())
     return set_units, calls
@@ -134,4 +139,45 @@ def test_an_unknown_unit_fails_before_anything_is_done(run_module, host):
     set_units({"w.service": {"active": "inactive", "enabled": False}})
     result = run_module(systemd_units, {"units": ["w.service", "nope.service"], "delay": 0})
     assert result.failed and "Could not find the requested unit nope.service" in result.result["msg"]
+    assert calls() == []
+
+
+def test_units_to_stop_are_disabled_then_stopped_after_the_others_then_left_alone(run_module, host):
+    set_units, calls = host
+    set_units(
+        {
+            "w.service": {"active": "inactive", "enabled": True},
+            "w-watch.timer": {"active": "active", "enabled": True},
+        }
+    )
+    args = {"units": ["w.service"], "stopped": ["w-watch.timer"], "delay": 0, "_ansible_diff": True}
+    predicted = run_module(systemd_units, args, check_mode=True)
+    assert predicted.result["actions"] == ["start w.service", "disable w-watch.timer", "stop w-watch.timer"]
+    assert predicted.result["diff"]["after"]["w-watch.timer"] == {"active": "inactive", "enabled": False}
+    assert calls() == []
+    assert run_module(systemd_units, args).result["actions"] == predicted.result["actions"]
+    assert calls() == predicted.result["actions"]
+    assert set_units.read()["w-watch.timer"] == {"active": "inactive", "enabled": False}
+    assert not run_module(systemd_units, args).result["changed"]
+
+
+def test_a_stopped_unit_that_is_inactive_is_only_disabled(run_module, host):
+    set_units, calls = host
+    set_units({"w-watch.timer": {"active": "inactive", "enabled": True}})
+    result = run_module(systemd_units, {"units": [], "stopped": ["w-watch.timer"], "delay": 0})
+    assert result.result["actions"] == ["disable w-watch.timer"] and calls() == ["disable w-watch.timer"]
+
+
+def test_a_static_unit_to_stop_is_not_disabled(run_module, host):
+    set_units, calls = host
+    set_units({"w-once.service": {"active": "active", "enabled": True, "file": "static"}})
+    result = run_module(systemd_units, {"units": [], "stopped": ["w-once.service"], "delay": 0})
+    assert result.result["actions"] == ["stop w-once.service"] and calls() == ["stop w-once.service"]
+
+
+def test_an_unknown_unit_to_stop_fails_before_anything_is_done(run_module, host):
+    set_units, calls = host
+    set_units({"w.service": {"active": "inactive", "enabled": True}})
+    result = run_module(systemd_units, {"units": ["w.service"], "stopped": ["nope.timer"], "delay": 0})
+    assert result.failed and "Could not find the requested unit nope.timer" in result.result["msg"]
     assert calls() == []
