@@ -25,7 +25,7 @@ description:
     RV(rpc_server_bin), RV(server_bin), RV(rpc_protocol), RV(build_key), RV(helper_names), RV(installed)).
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff]
+extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff, llamarpc.cluster.apt_install]
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on
@@ -74,17 +74,6 @@ options:
     type: list
     elements: str
     default: []
-  update_cache:
-    description: Refresh the package lists before installing missing O(packages) (see O(cache_valid_time)).
-    type: bool
-    default: false
-  cache_valid_time:
-    description: With O(update_cache), refresh only when the lists are older than this many seconds.
-    type: int
-    default: 0
-  install_recommends:
-    description: Install recommended packages too. Unset - apt's configured default.
-    type: bool
 notes:
   - Debian and its derivatives only (C(dpkg-query), C(apt-get)). Files belong to the user the module runs as (root,
     with C(become)).
