@@ -18,13 +18,17 @@ DefaultDependencies=no
 Before=sysinit.target network-pre.target
 Wants=network-pre.target
 
+# One process, and tried again: at a loaded boot systemd has failed to attach a second ExecStart's process to the
+# unit's cgroup (status=219/CGROUP) after the first one exited. Each step can run twice.
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/mkdir -p /run/llamarpc-lab/sysfs
-ExecStart=/bin/mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /run/llamarpc-lab/sysfs
-ExecStart=/bin/mount --bind /run/llamarpc-lab/sysfs/class/net /sys/class/net
-ExecStart=/bin/mount --bind /run/llamarpc-lab/sysfs/devices/virtual/net /sys/devices/virtual/net
+Restart=on-failure
+RestartSec=1
+ExecStart=/bin/sh -c 'mkdir -p /run/llamarpc-lab/sysfs \
+  && { mountpoint -q /run/llamarpc-lab/sysfs || mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /run/llamarpc-lab/sysfs; } \
+  && mount --bind /run/llamarpc-lab/sysfs/class/net /sys/class/net \
+  && mount --bind /run/llamarpc-lab/sysfs/devices/virtual/net /sys/devices/virtual/net'
 """
 
 
