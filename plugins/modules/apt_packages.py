@@ -23,7 +23,10 @@ description:
     are not installed, and says why the dependencies are not known.
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff, llamarpc.cluster.apt_install]
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
+  - llamarpc.cluster.attributes.check_diff
+  - llamarpc.cluster.apt_install
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on

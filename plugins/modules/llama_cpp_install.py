@@ -25,7 +25,10 @@ description:
     RV(rpc_server_bin), RV(server_bin), RV(rpc_protocol), RV(build_key), RV(helper_names), RV(installed)).
 author:
   - llamarpc.cluster contributors (@llamarpc)
-extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_diff, llamarpc.cluster.apt_install]
+extends_documentation_fragment:
+  - llamarpc.cluster.attributes
+  - llamarpc.cluster.attributes.check_diff
+  - llamarpc.cluster.apt_install
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on

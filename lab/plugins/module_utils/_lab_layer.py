@@ -26,7 +26,8 @@ RemainAfterExit=yes
 Restart=on-failure
 RestartSec=1
 ExecStart=/bin/sh -c 'mkdir -p /run/llamarpc-lab/sysfs \
-  && { mountpoint -q /run/llamarpc-lab/sysfs || mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /run/llamarpc-lab/sysfs; } \
+  && { mountpoint -q /run/llamarpc-lab/sysfs \
+       || mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /run/llamarpc-lab/sysfs; } \
   && mount --bind /run/llamarpc-lab/sysfs/class/net /sys/class/net \
   && mount --bind /run/llamarpc-lab/sysfs/devices/virtual/net /sys/devices/virtual/net'
 """

@@ -36,7 +36,7 @@ STAGING = ".bin-"  # prefix of the staging directories (and of a replaced bin) b
 
 ARGUMENT_SPEC = {
     "install_dir": {"type": "path", "required": True},
-    "key": {"type": "str", "required": True},
+    "key": {"type": "str", "required": True, "no_log": False},  # the build's key, a hash: no secret
     "archive": {"type": "path"},
     "src": {"type": "path"},
     "rpc_server": {"type": "str", "default": ""},

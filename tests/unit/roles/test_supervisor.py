@@ -241,14 +241,16 @@ def installed_files():
     each read from the path its content's file lookup names (in the role's files/, or from role_path)."""
     role = ROOT / "roles" / "llama_coordinator"
     tasks = yaml.safe_load((role / "tasks" / "configure.yml").read_text())
-    (files,) = [
-        task["llamarpc.cluster.managed_files"]["files"]
+    # The files are the task's own list or, when it adds to it in Jinja, the list it names among the task's vars.
+    lists = [
+        entries
         for task in tasks
-        if any(
-            f["dest"].endswith("/llamarpc_supervisor.py")
-            for f in task.get("llamarpc.cluster.managed_files", {}).get("files", [])
-        )
+        if "llamarpc.cluster.managed_files" in task
+        for entries in (task["llamarpc.cluster.managed_files"].get("files"), *task.get("vars", {}).values())
+        if isinstance(entries, list)
     ]
+    (files,) = [entries for entries in lists if any(f["dest"].endswith("/llamarpc_supervisor.py") for f in entries)]
+    files = [entry for entry in files if entry["dest"].endswith(".py")]
     sources = []
     for entry in files:
         found = re.search(r"lookup\('ansible\.builtin\.file', (?:role_path ~ )?'([^']+)'", entry["content"])

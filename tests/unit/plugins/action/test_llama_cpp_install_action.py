@@ -13,6 +13,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llamarpc.cluster.plugins.action import llama_cpp_install as action_module
+from ansible_collections.llamarpc.cluster.plugins.doc_fragments.apt_install import ModuleDocFragment as AptDoc
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_install import ARGUMENT_SPEC
 from ansible_collections.llamarpc.cluster.plugins.modules import llama_cpp_install as doc
 
@@ -34,14 +35,15 @@ def _spec(options):
 
 
 def test_the_argument_spec_is_the_documented_one():
-    assert _spec(yaml.safe_load(doc.DOCUMENTATION)["options"]) == _spec(ARGUMENT_SPEC)
+    documented = {**yaml.safe_load(doc.DOCUMENTATION)["options"], **yaml.safe_load(AptDoc.DOCUMENTATION)["options"]}
+    assert _spec(documented) == _spec(ARGUMENT_SPEC)
     assert yaml.safe_load(doc.EXAMPLES)[0]["llamarpc.cluster.llama_cpp_install"]["key"]
     assert all({"description", "returned", "type"} <= set(v) for v in yaml.safe_load(doc.RETURN).values())
 
 
-def run(answers, check_mode=False, args=ARGS):
+def run(answers, check_mode=False, args=None):
     """The action with the node's answers (one per module run, in order); returns (result, calls made)."""
-    task = SimpleNamespace(args=dict(args), check_mode=check_mode, async_val=0, diff=True)
+    task = SimpleNamespace(args=dict(ARGS if args is None else args), check_mode=check_mode, async_val=0, diff=True)
     action = action_module.ActionModule.__new__(action_module.ActionModule)
     action._task = task
     calls = []
