@@ -19,7 +19,7 @@ MODULE = "llamarpc.cluster.gguf_shard_place"
 
 
 class ActionModule(ActionBase):
-    TRANSFERS_FILES = True
+    TRANSFERS_FILES = False  # a temporary directory only when a shard is copied (a rerun runs the module alone)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -28,11 +28,11 @@ class ActionModule(ActionBase):
         if any(shard["hub"] for shard in args["shards"]):
             args["hf_token"] = source.hub_token(args["hf_token"])
         local = {shard["name"]: shard["src"] for shard in args["shards"] if shard["src"]}
-        remote_tmp = self._make_tmp_path() if local else None  # shared with the module runs, removed by cleanup()
         first = [{**shard, "src": None} for shard in args["shards"]]
         applied = self._execute_module(MODULE, module_args={**args, "shards": first}, task_vars=task_vars)
         need = [name for name in applied.pop("need_source", []) if name in local]
         if need and not applied.get("failed"):
+            remote_tmp = self._make_tmp_path()  # shared with the module run below, removed by cleanup()
             copies = []
             for shard in args["shards"]:
                 if shard["name"] in need:
