@@ -274,3 +274,33 @@ def test_main_alone_still_does_every_step_in_order():
     assert mount == ["fetch_others.yml", "mounts.yml", "facts.yml"]
     placement = [task.get("ansible.builtin.import_tasks") for task in tasks("placement.yml")]
     assert placement[:2] == ["preflight.yml", "plan_shards.yml"]
+
+
+@pytest.mark.parametrize(
+    ("host", "play_hosts", "itself"),
+    [
+        ("node2", ["node1", "node2", "node3", "node4"], True),
+        ("node2", ["node1", "node2", "node3"], False),  # node4 reads the export and is not here (failed, --limit)
+        ("node1", ["node1", "node2", "node3", "node4"], False),  # the coordinator serves no export
+        ("node4", ["node1", "node2", "node3", "node4"], False),  # a client only
+    ],
+    ids=["every client here", "a client missing", "the coordinator", "no shards"],
+)
+def test_a_host_exports_itself_only_when_every_client_of_its_export_is_in_the_play(host, play_hosts, itself):
+    got = render(
+        VARS["_llama_model_export_self"],
+        inventory_hostname=host,
+        ansible_play_hosts=play_hosts,
+        _llama_model_placement=PLACEMENT,
+    )
+    assert got is itself
+    export = yaml.safe_load((ROLE / "tasks" / "export.yml").read_text(encoding="utf-8"))[0]["block"]
+    main = next(
+        task for task in export if "tasks_from" not in task.get("ansible.builtin.include_role", {"tasks_from": 1})
+    )
+    assert main["when"] == "_llama_model_export_self"
+    assert main["vars"]["sshfs_shard_export_pin_on_clients"] is False
+    assert (
+        export[-1]["when"] == "_llama_model_export_self"
+        and "llama_model_exported" in export[-1]["ansible.builtin.set_fact"]
+    )
