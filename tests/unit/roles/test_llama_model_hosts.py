@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "llama_model"
@@ -304,3 +307,49 @@ def test_a_host_exports_itself_only_when_every_client_of_its_export_is_in_the_pl
         export[-1]["when"] == "_llama_model_export_self"
         and "llama_model_exported" in export[-1]["ansible.builtin.set_fact"]
     )
+
+
+# --- the same expressions over Ansible's own hostvars (HostVars: a host's missing variable raises, not None) --------
+
+
+@pytest.fixture
+def real_hostvars(tmp_path):
+    inventory_file = tmp_path / "hosts.yml"
+    hosts = {"node1": None, "node2": None, "node3": None}
+    inventory_file.write_text(
+        yaml.safe_dump(
+            {"all": {"children": {"coordinator": {"hosts": {"node1": None}}, "rpc_workers": {"hosts": hosts}}}}
+        )
+    )
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(inventory_file)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    # What a run leaves: node1 reported, placed and published the placement; node2's report failed (failed_when:
+    # false), its fetch was skipped; node3 ran nothing.
+    variables.set_nonpersistent_facts(
+        "node1",
+        {"llama_model_report": report(), "llama_model_placed": CHANGED, "llama_model_placement": PLACEMENT},
+    )
+    variables.set_nonpersistent_facts("node2", {"llama_model_report": REPORT_FAILED, "llama_model_placed": SKIPPED})
+    return HostVars(inventory=inventory, variable_manager=variables, loader=loader)
+
+
+def test_over_real_hostvars_only_what_a_host_did_counts(real_hostvars):
+    hosts = ["node1", "node2", "node3"]
+    reported = render(
+        VARS["_llama_model_reported"], _llama_model_hosts=hosts, hostvars=real_hostvars, llama_model_dir=DIR
+    )
+    assert reported == ["node1"]
+    place = {"place": dict.fromkeys(hosts, {})}
+    assert render(VARS["_llama_model_placed"], _llama_model_place=place, hostvars=real_hostvars) == ["node1"]
+    fetched = render(
+        VARS["_llama_model_fetched"],
+        _llama_model_fetch={"results": []},
+        _llama_model_placed=["node1"],
+        hostvars=real_hostvars,
+    )
+    assert fetched is True
+    assert render(VARS["_llama_model_exported"], _llama_model_remote_hosts=hosts, hostvars=real_hostvars) == []
+    for coordinator, placement in (("node1", PLACEMENT), ("node3", {}), ("", {}), ("node9", {})):
+        got = render(VARS["_llama_model_placement"], llama_model_coordinator=coordinator, hostvars=real_hostvars)
+        assert got == placement, coordinator
