@@ -344,7 +344,7 @@ def test_over_real_hostvars_only_what_a_host_did_counts(real_hostvars):
     assert render(VARS["_llama_model_placed"], _llama_model_place=place, hostvars=real_hostvars) == ["node1"]
     fetched = render(
         VARS["_llama_model_fetched"],
-        _llama_model_fetch={"results": []},
+        _llama_model_fetch={"changed": False, "skipped": True, "results": []},
         _llama_model_placed=["node1"],
         hostvars=real_hostvars,
     )
