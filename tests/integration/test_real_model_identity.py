@@ -8,6 +8,7 @@ tokens 18 and 8), so the comparison can fail.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._coordinator_state import health_status
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 
 pytestmark = pytest.mark.needs_llama
@@ -57,11 +60,19 @@ def server(bin_dir, model, workdir, name, *extra):
     argv = _llama_smoke.server_argv(str(bin_dir / "llama-server"), model, port, threads=1, ctx_size=1024)
     started = Process([*argv, *extra], workdir, name)
     deadline = time.monotonic() + 300
-    while _llama_smoke._get(f"http://{LOOPBACK}:{port}/health", timeout=5) != 200:
+    while health_status(f"http://{LOOPBACK}:{port}", timeout=5) != 200:
         assert started.proc.poll() is None, started.log.read_text(errors="replace")[-3000:]
         assert time.monotonic() < deadline, f"{name} not ready"
         time.sleep(0.5)
     return started, port
+
+
+def post_json(url, body, timeout):
+    """llama-server's JSON answer to a POST of ``body`` (loopback only, no proxy)."""
+    headers = {"Content-Type": "application/json"}
+    data = json.dumps(body).encode()
+    with open_url(url, data=data, headers=headers, method="POST", timeout=timeout, use_proxy=False) as reply:
+        return json.loads(reply.read().decode("utf-8"))
 
 
 def wait_ready(worker, port):
@@ -77,7 +88,7 @@ def greedy_ids(port):
     ids = {}
     for prompt in PROMPTS:
         body = {"prompt": prompt, "n_predict": 32, "temperature": 0, "cache_prompt": False, "return_tokens": True}
-        answer = _llama_smoke._post(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
+        answer = post_json(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
         assert len(answer["tokens"]) == 32, answer
         ids[prompt] = answer["tokens"]
     return ids

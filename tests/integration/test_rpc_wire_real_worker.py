@@ -104,7 +104,7 @@ class Proxy:
 
 def complete(port, n):
     body = {"prompt": PROMPT, "n_predict": n, "temperature": 0, "cache_prompt": False, "ignore_eos": True}
-    answer = _llama_smoke._post(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
+    answer = identity.post_json(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
     assert answer["timings"]["predicted_n"] == n, answer["timings"]
     return answer["timings"]
 

@@ -61,7 +61,7 @@ def greedy(port):
             "return_tokens": True,
             "ignore_eos": True,
         }
-        answer = _llama_smoke._post(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
+        answer = identity.post_json(f"http://{LOOPBACK}:{port}/completion", body, timeout=300)
         assert len(answer["tokens"]) == 16, answer
         tokens[prompt] = answer["tokens"]
     return tokens

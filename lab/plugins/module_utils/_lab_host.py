@@ -192,6 +192,11 @@ class Host:
     def start(self, cgroup):
         """Start the host's systemd-nspawn detached (start-stop-daemon), inside its memory cgroup if any."""
         p = self.params
+        # A boot starts with the kernel's firewall tables empty. The host's network namespace is the lab's and outlives
+        # the host (a power loss, a stop), and with it the nftables rules the host loaded: emptied here, so that the
+        # rules a booted host has are its boot's own.
+        nft = self.module.get_bin_path("nft", required=True)
+        self.act("empty the nftables ruleset", [self.ip, "netns", "exec", p["netns"], nft, "flush", "ruleset"])
         self.actions.append("start")
         if self.module.check_mode:
             return

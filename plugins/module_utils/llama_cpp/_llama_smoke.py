@@ -13,16 +13,15 @@ afterwards whatever happened. Every wait is bounded.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
 
-from ansible.module_utils.urls import open_url
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_serving import complete
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._coordinator_state import health_status
 
 PROMPT = "The capital of France is"
 
@@ -51,23 +50,6 @@ def describe_exit(code):
         hint = " (an instruction this CPU or kernel does not allow)" if -code == signal.SIGILL else ""
         return f"killed by {name}{hint}"
     return f"exited with status {code}"
-
-
-def _get(url, timeout):
-    try:
-        with open_url(url, timeout=timeout, use_proxy=False) as reply:
-            return reply.status
-    except urllib.error.HTTPError as err:
-        return err.code
-    except (OSError, ValueError):
-        return None
-
-
-def _post(url, body, timeout):
-    headers = {"Content-Type": "application/json"}
-    data = json.dumps(body).encode()
-    with open_url(url, data=data, headers=headers, method="POST", timeout=timeout, use_proxy=False) as reply:
-        return json.loads(reply.read().decode("utf-8"))
 
 
 def _tail(path, limit=3000):
@@ -127,14 +109,13 @@ def _exercise(proc, base, deadline, prompt, n_predict):
     while True:
         if proc.poll() is not None:
             return {"error": f"llama-server {describe_exit(proc.returncode)} before it was ready"}
-        if _get(f"{base}/health", timeout=5) == 200:
+        if health_status(base, timeout=5) == 200:
             break
         if time.monotonic() >= deadline:
             return {"error": "llama-server was not ready in time"}
         time.sleep(0.5)
-    body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "cache_prompt": False}
     try:
-        answer = _post(f"{base}/completion", body, timeout=max(5.0, deadline - time.monotonic()))
+        answer = complete(base, "", prompt, n_predict, timeout=max(5.0, deadline - time.monotonic()))
     except (OSError, ValueError) as err:
         time.sleep(0.5)  # let a crashing server finish dying, so its exit status is known
         return {"error": f"the completion failed ({err}); llama-server {describe_exit(proc.poll())}"}

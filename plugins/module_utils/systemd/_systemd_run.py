@@ -8,6 +8,8 @@ what the command sees is what that service sees, bounded in time by the unit's o
 
 from __future__ import annotations
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import ENVIRONMENT
+
 
 def transient_argv(systemd_run, argv, *, user, properties=(), timeout=None):
     """The argv of ``systemd-run`` running ``argv`` as ``user`` with unit ``properties`` (``Key=value`` strings),
@@ -24,4 +26,4 @@ def run_as_unit(module, argv, *, user, properties=(), timeout=None):
     module fails when systemd-run is not installed."""
     systemd_run = module.get_bin_path("systemd-run", required=True)
     command = transient_argv(systemd_run, argv, user=user, properties=properties, timeout=timeout)
-    return module.run_command(command, environ_update={"LC_ALL": "C"})
+    return module.run_command(command, environ_update=dict(ENVIRONMENT))

@@ -153,3 +153,23 @@ def test_the_health_wait_is_cut_in_runs_of_30_s_at_most(timeout, wait, retries):
     got = render(VARS["_llama_coordinator_health_wait"], **variables)
     assert int(got) == wait
     assert int(render(task["retries"], _llama_coordinator_health_wait=got, **variables)) == retries
+
+
+@pytest.mark.parametrize(
+    ("restarted", "health_before", "tokens"),
+    [
+        (False, 200, 1),  # a rerun that changes nothing: llama-server served before and was not restarted
+        (True, 200, 16),  # restarted in this run (a changed key, flag, binary, plan or model)
+        (False, 503, 16),  # it was loading, or not serving, when the run began
+        (False, 0, 16),
+    ],
+)
+def test_the_smoke_is_one_token_on_a_rerun_and_the_full_completion_after_a_restart(restarted, health_before, tokens):
+    """The README's rerun promise: one token when nothing restarted and llama-server served already."""
+    variables = {
+        "llama_coordinator_smoke_tokens": 16,
+        "_llama_coordinator_plan": {"health_status": health_before},
+    }
+    if restarted:
+        variables["_llama_coordinator_restarted"] = True
+    assert int(render(VARS["_llama_coordinator_smoke_n"], **variables)) == tokens

@@ -3,14 +3,9 @@ copy, no apt); only a difference brings apt (with apt_packages' arguments) or th
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from unittest import mock
-
 import pytest
 import yaml
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
+from action_harness import run_action
 
 from ansible_collections.llamarpc.cluster.plugins.action import llama_cpp_install as action_module
 from ansible_collections.llamarpc.cluster.plugins.doc_fragments.apt_install import ModuleDocFragment as AptDoc
@@ -43,33 +38,7 @@ def test_the_argument_spec_is_the_documented_one():
 
 def run(answers, check_mode=False, args=None):
     """The action with the node's answers (one per module run, in order); returns (result, calls made)."""
-    task = SimpleNamespace(args=dict(ARGS if args is None else args), check_mode=check_mode, async_val=0, diff=True)
-    action = action_module.ActionModule.__new__(action_module.ActionModule)
-    action._task = task
-    calls = []
-    replies = iter(answers)
-
-    def execute(module_name, module_args=None, task_vars=None):
-        del task_vars
-        calls.append(("module", module_name, dict(module_args)))
-        return dict(next(replies))
-
-    def validate(self, argument_spec, **kwargs):
-        outcome = ArgumentSpecValidator(argument_spec, **kwargs).validate(dict(task.args))
-        if outcome.error_messages:
-            raise AnsibleActionFail(outcome.error_messages[0])
-        return outcome, outcome.validated_parameters
-
-    action._execute_module = execute
-    action._make_tmp_path = lambda: calls.append(("tmp",)) or "/home/u/.ansible/tmp/x"
-    action._transfer_file = lambda local, remote: calls.append(("transfer", local, remote))
-    action._fixup_perms2 = lambda paths: calls.append(("perms", paths))
-    action._find_needle = lambda where, path: path
-    with (
-        mock.patch.object(ActionBase, "run", lambda self, tmp=None, task_vars=None: {}),
-        mock.patch.object(action_module.ActionModule, "validate_argument_spec", validate),
-    ):
-        return action.run(task_vars={}), calls
+    return run_action(action_module.ActionModule, ARGS if args is None else args, answers, check_mode=check_mode)
 
 
 def test_a_node_that_has_everything_costs_one_module_run():

@@ -3,12 +3,7 @@ directory (a rerun's case); only a shard the host lacks brings a temporary direc
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from unittest import mock
-
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
+from action_harness import REMOTE_TMP, run_action
 
 from ansible_collections.llamarpc.cluster.plugins.action import gguf_shard_place as action_module
 
@@ -22,32 +17,7 @@ ARGS = {"model_dir": "/data/models/model", "shards": SHARDS}
 
 def run(answers):
     """The action with the host's answers (one per module run, in order); returns (result, calls made)."""
-    task = SimpleNamespace(args=dict(ARGS), check_mode=False, async_val=0, diff=False, delegate_to=None)
-    action = action_module.ActionModule.__new__(action_module.ActionModule)
-    action._task = task
-    calls = []
-    replies = iter(answers)
-
-    def execute(module_name, module_args=None, task_vars=None):
-        del task_vars
-        calls.append(("module", module_name, module_args))
-        return dict(next(replies))
-
-    def validate(self, argument_spec, **kwargs):
-        outcome = ArgumentSpecValidator(argument_spec, **kwargs).validate(dict(task.args))
-        if outcome.error_messages:
-            raise AnsibleActionFail(outcome.error_messages[0])
-        return outcome, outcome.validated_parameters
-
-    action._execute_module = execute
-    action._make_tmp_path = lambda: calls.append(("tmp",)) or "/home/u/.ansible/tmp/x"
-    action._transfer_file = lambda local, remote: calls.append(("transfer", local, remote))
-    action._fixup_perms2 = lambda paths: calls.append(("perms", paths))
-    with (
-        mock.patch.object(ActionBase, "run", lambda self, tmp=None, task_vars=None: {}),
-        mock.patch.object(action_module.ActionModule, "validate_argument_spec", validate),
-    ):
-        return action.run(task_vars={"inventory_hostname": "node2"}), calls
+    return run_action(action_module.ActionModule, ARGS, answers, task_vars={"inventory_hostname": "node2"})
 
 
 def test_a_host_that_holds_its_shards_costs_one_module_run_and_no_temporary_directory():
@@ -67,6 +37,6 @@ def test_a_shard_the_host_lacks_is_copied_through_a_temporary_directory_and_plac
         ]
     )
     assert [call[0] for call in calls] == ["module", "tmp", "transfer", "perms", "module"]
-    assert calls[2][1:] == (SHARDS[1]["src"], f"/home/u/.ansible/tmp/x/{second}")
-    assert [shard["src"] for shard in calls[4][2]["shards"]] == [f"/home/u/.ansible/tmp/x/{second}"]
+    assert calls[2][1:] == (SHARDS[1]["src"], f"{REMOTE_TMP}/{second}")
+    assert [shard["src"] for shard in calls[4][2]["shards"]] == [f"{REMOTE_TMP}/{second}"]
     assert result["changed"] is True and result["fetched"] == [second]

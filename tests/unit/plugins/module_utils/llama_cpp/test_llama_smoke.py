@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._coordinator_state import health_status
 
 FAKE = textwrap.dedent(
     """\
@@ -54,7 +55,7 @@ def test_a_server_that_answers_passes_and_is_stopped(tmp_path):
     assert result["content"] == " Paris" * 3 and result["tokens_predicted"] == 3
     assert result["predicted_per_second"] == 12.5
     # Stopped afterwards: nothing listens on its port any more.
-    assert _llama_smoke._get(f"http://127.0.0.1:{result['port']}/health", timeout=2) is None
+    assert health_status(f"http://127.0.0.1:{result['port']}", timeout=2) == 0
 
 
 def test_a_server_killed_by_sigill_fails_with_the_signal_named(tmp_path):
