@@ -200,9 +200,11 @@ def _coordinator_memory(params):
         return None
 
 
-def _speculative(params, check_mode):
+def _speculative(params, check_mode, model=None):
     """The planner's speculation request (``_cluster_plan.check_speculative``'s input), or None when it is off; the
     draft model read from its GGUF header here (O(speculative.draft_path)) or given (O(speculative.draft_model)).
+    A draft read here whose vocabulary cannot draft for the model's (``model``: as ``_gguf_header.read_model`` read it
+    here too, else None) is refused, as llama.cpp would refuse it at load time.
     Returns (request, why there is no plan yet: check mode before the draft is on this host). Raises GGUFError and
     PlanError (a draft that a real run does not find is one)."""
     options = params["speculative"] or {}
@@ -216,7 +218,11 @@ def _speculative(params, check_mode):
     path, draft = options.get("draft_path") or "", options.get("draft_model")
     if path and not draft:
         if os.path.exists(path):
-            draft = planner.summarize(gguf.read_model(path))
+            read = gguf.read_model(path)
+            problem = gguf.vocabulary_problem(gguf.vocabulary(model), gguf.vocabulary(read)) if model else ""
+            if problem:
+                raise planner.PlanError(f"the draft model {path} cannot draft for the model: {problem}")
+            draft = planner.summarize(read)
         elif check_mode:
             return None, f"the draft model {path} is not on this host yet: check mode plans nothing before it is placed"
         else:
@@ -317,8 +323,10 @@ def run_module(module):
     # The deployed plan, read once: the split to keep, and the record this run compares with.
     deployed = state.read_record(state.read_text(params["plan_file"]) if params["plan_file"] else None)
     try:
+        read = None
         if source == state.FROM_COORDINATOR:
-            summary = planner.summarize(gguf.read_model(params["model_path"]))
+            read = gguf.read_model(params["model_path"])
+            summary = planner.summarize(read)
         else:
             summary = params["model"] if source == state.FROM_GIVEN else params["controller_model"]
         missing = sorted(set(MODEL_KEYS) - set(summary))
@@ -327,7 +335,7 @@ def run_module(module):
                 msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_plan returns with fetch=false",
                 **gathered,
             )
-        speculative, not_yet = _speculative(params, module.check_mode)
+        speculative, not_yet = _speculative(params, module.check_mode, read)
         if not_yet:
             return {"changed": False, "planned_from": None, "msg": not_yet, **gathered}
         result = planner.plan(

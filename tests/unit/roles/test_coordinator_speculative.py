@@ -159,3 +159,46 @@ def test_a_draft_the_placement_rewrote_restarts_llama_server():
     draft = yaml.safe_load((ROLE / "tasks/draft.yml").read_text())
     fetch = next(task for task in draft if "llamarpc.cluster.gguf_shard_place" in task)
     assert fetch["register"] == "_llama_coordinator_draft_fetch" and fetch["notify"] == "llama_coordinator restart"
+
+
+PREFLIGHT_DRAFT = yaml.safe_load((ROLE / "tasks/preflight_draft.yml").read_text())[0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "runs"),
+    [
+        ({}, False),  # speculation off
+        ({"llama_coordinator_spec_types": ["ngram-mod"]}, False),
+        ({"llama_coordinator_spec_types": ["draft-simple"], "llama_coordinator_draft_files": ["d.gguf"]}, True),
+        ({"llama_coordinator_spec_types": ["draft-simple"], "llama_coordinator_draft_path": "/d.gguf"}, False),
+        (
+            {
+                "llama_coordinator_spec_types": ["draft-simple"],
+                "llama_coordinator_draft_files": ["d.gguf"],
+                "llama_coordinator_model_path": "/m.gguf",
+            },
+            False,
+        ),
+    ],
+)
+def test_the_preflight_reads_both_headers_only_when_both_come_from_sources(changes, runs):
+    variables = {**changes}
+    variables["_llama_coordinator_draft_sources"] = render(VARS["_llama_coordinator_draft_sources"], **variables)
+    assert all(render("{{ " + rule + " }}", **variables) for rule in PREFLIGHT_DRAFT["when"]) is runs
+
+
+def test_the_preflight_compares_llama_models_source_with_the_draft():
+    check = PREFLIGHT_DRAFT["llamarpc.cluster.gguf_vocabulary_check"]
+    variables = {"llama_model_hf_repo": "org/big", "llama_model_hf_pattern": "*q4*.gguf",
+                 "llama_coordinator_draft_urls": [{"url": "http://x/d.gguf", "sha256": "0" * 64}]}  # fmt: skip
+    model, draft = (render(check[role], **variables) for role in ("model", "draft"))
+    assert model == {"hf_repo": "org/big", "hf_pattern": "*q4*.gguf", "hf_revision": "main", "hf_token": "",
+                     "hf_endpoint": "", "urls": [], "files": []}  # fmt: skip
+    assert draft["urls"] == variables["llama_coordinator_draft_urls"] and draft["hf_repo"] == ""
+    preflight = yaml.safe_load((ROLE.parents[1] / "playbooks/preflight.yml").read_text())[0]["tasks"]
+    include = next(
+        task
+        for task in preflight
+        if task.get("ansible.builtin.include_role", {}).get("tasks_from") == "preflight_draft"
+    )
+    assert include["when"] == "inventory_hostname in groups['coordinator'] | default([])"

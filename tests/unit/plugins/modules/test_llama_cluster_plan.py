@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gguf
 import pytest
 from tiny_gguf import generate
 
@@ -236,3 +237,27 @@ def test_the_record_holds_the_speculation_only_when_it_is_on(run_module, model, 
     saved = record["options"]["speculative"]
     assert saved["draft"]["n_layer"] == draft["block_count"] and saved["draft_device"] == "cpu"
     assert saved["types"] == ["draft-simple"] and saved["draft_path"] == draft["files"][0]["path"]
+
+
+def test_a_draft_of_another_vocabulary_is_refused_before_any_change(run_module, model, tmp_path):
+    """On the coordinator, the draft's and the model's headers read there: the token lists must agree as llama.cpp
+    requires (tests/unit/plugins/module_utils/model/test_gguf_vocabulary.py has each rule)."""
+    other = tmp_path / "other.gguf"
+    writer = gguf.GGUFWriter(str(other), "llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(["a", "b", "c", "d", "e", "f", "g"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    args = {
+        "model_path": model["files"][0]["path"],
+        "workers": workers(4),
+        "ctx_size": 512,
+        "speculative": {"types": ["draft-simple"], "draft_path": str(other)},
+    }
+    refused = run_module(llama_cluster_plan, args)
+    assert refused.failed and refused.result["msg"] == (
+        f"the draft model {other} cannot draft for the model: the tokenizers differ: the model's is 'llama', the "
+        "draft's 'gpt2'"
+    )
