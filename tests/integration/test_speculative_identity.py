@@ -12,13 +12,14 @@ printed (``pytest -s``). The check of the check: the same file with another RoPE
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from test_real_model_identity import LOOPBACK, Process, post_json, server, wait_ready
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_smoke
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_smoke
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as planner
 
@@ -200,3 +201,16 @@ def test_acceptance_rates_are_recorded(answers, drafts):
         acceptance(answers[name]) for name in ("draft = model (ceiling)", f"draft first {DRAFT_BLOCKS} blocks")
     )
     assert ceiling[0] / ceiling[1] >= cut[0] / cut[1]
+
+
+def test_every_speculative_flag_the_planner_can_give_is_in_the_pinned_llama_server(bin_dir):
+    """llama_server_check asks the binary's --help before a restart; this is the pinned build's answer for every flag
+    the planner may put in the plan's arguments."""
+    help_text = subprocess.run(
+        [str(bin_dir / "llama-server"), "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    flags = ["--spec-type", "--spec-draft-model", "--spec-draft-device", "--spec-draft-ngl"]
+    flags += [f"--spec-{name}" for name in planner.SPEC_SETTINGS]
+    assert _llama_server_check.missing_flags(help_text, flags) == []
+    for kind in planner.SPEC_TYPES:
+        assert kind in help_text

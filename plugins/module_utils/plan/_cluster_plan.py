@@ -78,28 +78,29 @@ SPEC_TYPES = ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "n
 DRAFT_TYPE = "draft-simple"
 #: The draft's device when it runs on the coordinator's CPU.
 DRAFT_ON_CPU = "cpu"
-#: The types' own settings, passed as ``--spec-<name> <value>`` (the pinned llama-server's --help), and the kind of
-#: their value. ``--draft-max``/``--draft-min`` were removed from this llama.cpp: ``draft-n-max``/``draft-n-min``.
+#: The types' own settings, passed as ``--spec-<name> <value>`` (the pinned llama-server's --help), with the kind of
+#: their value and the range ``common/arg.cpp`` accepts (a value outside it stops llama-server at start, in a restart
+#: loop). ``--draft-max``/``--draft-min`` were removed from this llama.cpp: ``draft-n-max``/``draft-n-min``.
 SPEC_SETTINGS = {
-    "draft-n-max": int,
-    "draft-n-min": int,
-    "draft-p-min": float,
-    "draft-p-split": float,
-    "draft-threads": int,
-    "draft-type-k": str,
-    "draft-type-v": str,
-    "ngram-mod-n-match": int,
-    "ngram-mod-n-min": int,
-    "ngram-mod-n-max": int,
-    "ngram-simple-size-n": int,
-    "ngram-simple-size-m": int,
-    "ngram-simple-min-hits": int,
-    "ngram-map-k-size-n": int,
-    "ngram-map-k-size-m": int,
-    "ngram-map-k-min-hits": int,
-    "ngram-map-k4v-size-n": int,
-    "ngram-map-k4v-size-m": int,
-    "ngram-map-k4v-min-hits": int,
+    "draft-n-max": (int, 0, None),
+    "draft-n-min": (int, 0, None),
+    "draft-p-min": (float, 0.0, 1.0),
+    "draft-p-split": (float, 0.0, 1.0),
+    "draft-threads": (int, 1, None),
+    "draft-type-k": (str, None, None),
+    "draft-type-v": (str, None, None),
+    "ngram-mod-n-match": (int, 1, 1024),
+    "ngram-mod-n-min": (int, 0, 1024),
+    "ngram-mod-n-max": (int, 0, 1024),
+    "ngram-simple-size-n": (int, 1, 1024),
+    "ngram-simple-size-m": (int, 1, 1024),
+    "ngram-simple-min-hits": (int, 1, None),
+    "ngram-map-k-size-n": (int, 1, 1024),
+    "ngram-map-k-size-m": (int, 1, 1024),
+    "ngram-map-k-min-hits": (int, 1, None),
+    "ngram-map-k4v-size-n": (int, 1, 1024),
+    "ngram-map-k4v-size-m": (int, 1, 1024),
+    "ngram-map-k4v-min-hits": (int, 1, None),
 }
 #: llama.cpp's own values of the settings the performance model reads (common/common.h).
 SPEC_DEFAULTS = {
@@ -386,20 +387,20 @@ def plan_args(rpc, devices, tensor_split):
 
 
 def _setting(name, value):
-    """A setting's value as its kind (``SPEC_SETTINGS``), or PlanError."""
-    kind = SPEC_SETTINGS[name]
+    """A setting's value as its kind, within its range (``SPEC_SETTINGS``), or PlanError."""
+    kind, low, high = SPEC_SETTINGS[name]
     if isinstance(value, bool):
         raise PlanError(f"speculative setting {name} takes a {kind.__name__}, not {value!r}")
     try:
         typed = kind(value)
     except (TypeError, ValueError):
         raise PlanError(f"speculative setting {name} takes a {kind.__name__}, not {value!r}") from None
-    if kind is str and typed not in CACHE_TYPE_BYTES:
-        raise PlanError(f"speculative setting {name}: unknown KV cache type {typed!r}")
-    if kind is int and typed < 0:
-        raise PlanError(f"speculative setting {name} must not be negative, got {typed}")
-    if kind is float and not 0.0 <= typed <= 1.0:
-        raise PlanError(f"speculative setting {name} is a probability from 0 to 1, got {typed}")
+    if kind is str:
+        if typed not in CACHE_TYPE_BYTES:
+            raise PlanError(f"speculative setting {name}: unknown KV cache type {typed!r}")
+    elif typed < low or (high is not None and typed > high):
+        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise PlanError(f"speculative setting {name} must be {bounds} (llama-server refuses it), got {typed}")
     return typed
 
 

@@ -526,8 +526,10 @@ def test_a_kept_plan_without_the_draft_worker_gives_way():
         ({"types": ["ngram-mod"], "settings": {"n-max": 3}}, "unknown speculative setting 'n-max'"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": "many"}}, "takes a int"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": True}}, "takes a int"),
-        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": -1}}, "must not be negative"),
-        ({"types": ["ngram-mod"], "settings": {"draft-p-min": 1.5}}, "probability"),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": -1}}, "must be from 0 to 1024"),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-match": 2000}}, r"must be from 1 to 1024 \(llama-server"),
+        ({"types": ["ngram-simple"], "settings": {"ngram-simple-min-hits": 0}}, "must be 1 or more"),
+        ({"types": ["ngram-mod"], "settings": {"draft-p-min": 1.5}}, "must be from 0.0 to 1.0"),
         ({"types": ["ngram-mod"], "settings": {"draft-type-k": "q3"}}, "unknown KV cache type"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-min": 80}}, r"ngram-mod-n-min \(80\) is more than"),
         (
