@@ -35,7 +35,7 @@ What llama-server is given for a plan is ``args`` (``plan_args``): ``--rpc``, ``
 role's env file and the supervisor's override both write it as ``LLAMARPC_PLAN_ARGS``, which the unit expands
 unbraced (systemd splits it into words).
 
-Speculative decoding (``speculative``, issue #36; ``check_speculative`` says what it holds): its arguments are part of
+Speculative decoding (``speculative``; ``check_speculative`` says what it holds): its arguments are part of
 ``args`` (``speculative_args``). The n-gram types draft from the text already seen and cost no memory. A draft model
 (type ``draft-simple``) is placed on the coordinator and runs on its CPU (``--spec-draft-device none``) or on one
 worker's RPC device: its weights, its KV cache (the target's cells: llama.cpp sizes the draft's context like the

@@ -65,7 +65,7 @@ prediction is 0.97.
 Nodes that share one machine's memory (the lab) cannot exceed its aggregate bandwidth: the compute term is at
 least ``sum(bytes) / shared_bandwidth`` when that is given.
 
-Speculative decoding (``speculative``, issue #36) trades passes for tokens. One pass drafts ``k`` tokens and verifies
+Speculative decoding (``speculative``) trades passes for tokens. One pass drafts ``k`` tokens and verifies
 them with the target in one batch of ``k + 1``; it yields ``1 + acceptance * k`` tokens (``tokens_per_pass``, with the
 acceptance as llama-server reports it: drafted tokens accepted / drafted). Per pass it costs::
 
