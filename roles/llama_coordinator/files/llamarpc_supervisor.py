@@ -188,6 +188,15 @@ def drop_override(args):
             os.unlink(path)
 
 
+def speculation_without(options, down):
+    """The deployed speculation (None without), its draft moved to the coordinator's CPU when the worker that runs it
+    is ``down``: the re-plan keeps speculating rather than leave the model unserved."""
+    speculative = options.get("speculative")
+    if speculative and speculative.get("draft_device", planner.DRAFT_ON_CPU) in down:
+        return dict(speculative, draft_device=planner.DRAFT_ON_CPU)
+    return speculative
+
+
 def replan(config, down):
     options = config["options"]
     workers = [dict(worker, state="down" if worker["name"] in down else "ready") for worker in config["workers"]]
@@ -204,6 +213,7 @@ def replan(config, down):
         coordinator=options.get("coordinator"),
         fit_first=bool(options.get("fit_first", False)),
         cache_ram=int(options.get("cache_ram", 0)),
+        speculative=speculation_without(options, down),
     )
 
 

@@ -1,6 +1,6 @@
-"""managed_files, systemd_units, gguf_shard_check, llama_server_check and llama_server_serving: DOCUMENTATION says
-what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and RETURN are YAML (what
-ansible-test sanity's validate-modules checks)."""
+"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving and gguf_vocabulary_check:
+DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
+RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import yaml
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _managed_files
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_serving
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _vocabulary_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
 from ansible_collections.llamarpc.cluster.plugins.modules import (
     gguf_shard_check,
+    gguf_vocabulary_check,
     llama_server_check,
     llama_server_serving,
     managed_files,
@@ -25,6 +27,7 @@ MODULES = [
     (gguf_shard_check, _shard_check.ARGUMENT_SPEC),
     (llama_server_check, _llama_server_check.ARGUMENT_SPEC),
     (llama_server_serving, _llama_serving.ARGUMENT_SPEC),
+    (gguf_vocabulary_check, _vocabulary_check.ARGUMENT_SPEC),
 ]
 
 
