@@ -171,12 +171,12 @@ options:
     description: KV cache type of keys.
     type: str
     default: f16
-    choices: [f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1]
+    choices: [bf16, f16, f32, iq4_nl, q4_0, q4_1, q5_0, q5_1, q8_0]
   cache_type_v:
     description: KV cache type of values.
     type: str
     default: f16
-    choices: [f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1]
+    choices: [bf16, f16, f32, iq4_nl, q4_0, q4_1, q5_0, q5_1, q8_0]
   headroom:
     description: Memory left free on every worker (bytes, or with K, M, G, T).
     type: str

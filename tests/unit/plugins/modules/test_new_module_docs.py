@@ -1,4 +1,5 @@
-"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving and gguf_vocabulary_check:
+"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving, gguf_vocabulary_check and
+llama_cluster_plan:
 DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
 RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
@@ -10,11 +11,13 @@ import yaml
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _managed_files
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_serving
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _vocabulary_check
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_run
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
 from ansible_collections.llamarpc.cluster.plugins.modules import (
     gguf_shard_check,
     gguf_vocabulary_check,
+    llama_cluster_plan,
     llama_server_check,
     llama_server_serving,
     managed_files,
@@ -28,6 +31,7 @@ MODULES = [
     (llama_server_check, _llama_server_check.ARGUMENT_SPEC),
     (llama_server_serving, _llama_serving.ARGUMENT_SPEC),
     (gguf_vocabulary_check, _vocabulary_check.ARGUMENT_SPEC),
+    (llama_cluster_plan, _plan_run.ARGUMENT_SPEC),
 ]
 
 
