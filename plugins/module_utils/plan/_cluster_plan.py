@@ -106,6 +106,7 @@ SPEC_SETTINGS = {
 SPEC_DEFAULTS = {
     "draft-n-max": 3,
     "draft-n-min": 0,
+    "ngram-mod-n-min": 48,
     "ngram-mod-n-max": 64,
     "ngram-simple-size-m": 48,
     "ngram-map-k-size-m": 48,
@@ -440,7 +441,7 @@ def check_speculative(spec):
             raise PlanError(f"unknown speculative setting {name!r}; choose among {', '.join(sorted(SPEC_SETTINGS))}")
         settings[name] = _setting(name, value)
     for low, high in (("draft-n-min", "draft-n-max"), ("ngram-mod-n-min", "ngram-mod-n-max")):
-        least = settings.get(low, SPEC_DEFAULTS.get(low, 0))
+        least = settings.get(low, SPEC_DEFAULTS[low])
         most = settings.get(high, SPEC_DEFAULTS[high])
         if least > most:
             raise PlanError(f"speculative setting {low} ({least}) is more than {high} ({most})")
@@ -663,6 +664,16 @@ def plan(
     # llama-server itself keeps the token embeddings, a compute buffer and its prompt cache on the coordinator's CPU
     # (and the draft model, or its token embeddings when a worker runs it).
     coordinator_bytes = summary["embedding_bytes"] + overhead + int(cache_ram) + draft["coordinator"]
+    # A draft's bytes on the coordinator must fit there; without one this stays as it was (not checked), so that a
+    # plan without speculation is unchanged. A coordinator that is a worker gives them up from its capacity below.
+    if draft["coordinator"] and coordinator not in names:
+        room = coordinator_memory(workers, coordinator, coordinator_available)
+        if room is not None and coordinator_bytes > room - int(headroom):
+            raise PlanError(
+                f"the coordinator cannot hold the draft model: llama-server needs {human_bytes(coordinator_bytes)} "
+                f"there with it (the draft {human_bytes(draft['coordinator'])}), and {human_bytes(room)} is available "
+                f"less {human_bytes(int(headroom))} of headroom: run the draft on a worker, or use a smaller draft"
+            )
     usable, excluded = [], []
     for worker in workers:
         if worker.get("state", "ready") != "ready":

@@ -217,20 +217,24 @@ def build(
             "source_mbit": source_mbit,
             "rtt_ms": default_rtt_ms,
             "memory_bandwidth_bytes_per_second": memory_bandwidth,
-            "spec_acceptance": spec_acceptance,
         },
         "refusals": list(refusals),
         "load": None,
         "speed": None,
-        "speculation": None,
     }
+    # Speculative decoding: its keys only when the memory plan speculates (a report without it is what it was).
+    if memory is not None and memory.get("speculative"):
+        doc["assumptions"]["spec_acceptance"] = spec_acceptance
+        doc["speculation"] = None
     if placement is not None and memory is not None:
         complete = {name: report.get("complete", {}) for name, report in (reports or {}).items()}
         doc["load"] = predict_load(placement, coordinator, memory["workers"], complete, link_table, source_mbit)
         doc["speed"] = predict_speed(model, memory["workers"], coordinator, link_table, memory_bandwidth)
-        doc["speculation"] = predict_speculation(
+        speculation = predict_speculation(
             model, memory, coordinator, link_table, memory_bandwidth, spec_acceptance, n_vocab
         )
+        if speculation is not None:
+            doc["speculation"] = speculation
     doc["text"] = text(doc)
     return doc
 

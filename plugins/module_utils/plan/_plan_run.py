@@ -188,11 +188,13 @@ def _observe(module):
 
 
 def _coordinator_memory(params):
-    """The coordinator host's figures for fit first: given, else read here (the module runs on the coordinator) when
-    no worker shares its host; None when not needed or not readable."""
+    """The coordinator host's figures for fit first and for a draft model (speculative decoding): given, else read
+    here (the module runs on the coordinator) when no worker shares its host; None when not needed or not readable."""
     if params["coordinator_memory"] is not None:
         return params["coordinator_memory"]
-    if params["worker_hosts"] is None or not params["fit_first"] or params["coordinator"] in params["worker_hosts"]:
+    drafting = planner.DRAFT_TYPE in ((params["speculative"] or {}).get("types") or [])
+    needed = params["fit_first"] or drafting
+    if params["worker_hosts"] is None or not needed or params["coordinator"] in params["worker_hosts"]:
         return None
     try:
         return _node_memory.memory_facts()

@@ -189,12 +189,19 @@ def drop_override(args):
 
 
 def speculation_without(options, down):
-    """The deployed speculation (None without), its draft moved to the coordinator's CPU when the worker that runs it
-    is ``down``: the re-plan keeps speculating rather than leave the model unserved."""
+    """The deployed speculation (None without), without its draft model when the worker that runs it is ``down``:
+    the re-plan serves with the draftless types left (none: no speculation) rather than put the draft on the
+    coordinator, whose memory the supervisor does not plan."""
     speculative = options.get("speculative")
-    if speculative and speculative.get("draft_device", planner.DRAFT_ON_CPU) in down:
-        return dict(speculative, draft_device=planner.DRAFT_ON_CPU)
-    return speculative
+    if not (speculative and speculative.get("draft") and speculative.get("draft_device") in down):
+        return speculative
+    types = [kind for kind in speculative.get("types") or [] if kind != planner.DRAFT_TYPE]
+    if not types:
+        return None
+    settings = {
+        name: value for name, value in (speculative.get("settings") or {}).items() if not name.startswith("draft-")
+    }
+    return {"types": types, "settings": settings}
 
 
 def replan(config, down):

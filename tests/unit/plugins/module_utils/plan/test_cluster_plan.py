@@ -471,6 +471,23 @@ def test_a_draft_on_the_coordinators_cpu_counts_there():
     assert "--spec-draft-device none" in spread["args"]
 
 
+def test_a_draft_the_coordinator_cannot_hold_is_refused_when_no_worker_shares_its_host():
+    summary, request = model(), spec()
+    need = planner.draft_need(planner.check_speculative(request), 512, 1, 128 * MIB)
+    coordinator_bytes = summary["embedding_bytes"] + 128 * MIB + need["coordinator"]
+    headroom = 512 * MIB
+    fits = coordinator_bytes + headroom  # exactly: the coordinator's own bytes with the draft, and the headroom
+    kwargs = {"ctx_size": 512, "strategy": "all", "coordinator": "ctl", "headroom": headroom}
+    planned = planner.plan(summary, workers(4, 4), coordinator_available=fits, speculative=request, **kwargs)
+    assert planned["coordinator_bytes"] == coordinator_bytes
+    with pytest.raises(planner.PlanError, match="the coordinator cannot hold the draft model"):
+        planner.plan(summary, workers(4, 4), coordinator_available=fits - 1, speculative=request, **kwargs)
+    # Without speculation the coordinator's memory is not checked in a distributed plan, as before.
+    assert planner.plan(summary, workers(4, 4), coordinator_available=1, **kwargs)["coordinator_bytes"]
+    # Unknown memory (no figure, no worker on its host): nothing to check against.
+    assert planner.plan(summary, workers(4, 4), speculative=request, **kwargs)["speculative"]["draft"]
+
+
 def test_a_draft_on_a_worker_counts_there_and_puts_that_worker_in_the_plan():
     summary, request = model(), spec(device="node2")
     need = planner.draft_need(planner.check_speculative(request), 512, 1, 128 * MIB)
@@ -527,6 +544,8 @@ def test_a_kept_plan_without_the_draft_worker_gives_way():
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": "many"}}, "takes a int"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": True}}, "takes a int"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": -1}}, "must be from 0 to 1024"),
+        # llama.cpp's own minimum (48) over a smaller maximum: every draft shorter than the minimum is thrown away.
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": 32}}, r"ngram-mod-n-min \(48\) is more than ngram-mod-n-max \(32\)"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-match": 2000}}, r"must be from 1 to 1024 \(llama-server"),
         ({"types": ["ngram-simple"], "settings": {"ngram-simple-min-hits": 0}}, "must be 1 or more"),
         ({"types": ["ngram-mod"], "settings": {"draft-p-min": 1.5}}, "must be from 0.0 to 1.0"),
