@@ -19,13 +19,13 @@ position at the end of a batch 2060 at -0.80 before 584 at -0.87). Batches of up
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from test_real_model_identity import LOOPBACK, Process, post_json, server, wait_ready
+from test_real_model_identity import bin_dir as identity_bin_dir
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_smoke
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header
@@ -58,12 +58,7 @@ DRAFT_BLOCKS = 15
 GIB = 1 << 30
 
 
-@pytest.fixture(scope="module")
-def bin_dir():
-    found = os.environ.get("LLAMARPC_LLAMA_BIN_DIR")
-    if not found:
-        pytest.skip("no llama.cpp build")
-    return Path(found)
+bin_dir = identity_bin_dir  # its fixture: the llama.cpp build to run
 
 
 def completions(port):
