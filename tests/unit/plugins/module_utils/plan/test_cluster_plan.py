@@ -545,7 +545,10 @@ def test_a_kept_plan_without_the_draft_worker_gives_way():
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": True}}, "takes a int"),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": -1}}, "must be from 0 to 1024"),
         # llama.cpp's own minimum (48) over a smaller maximum: every draft shorter than the minimum is thrown away.
-        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": 32}}, r"ngram-mod-n-min \(48\) is more than ngram-mod-n-max \(32\)"),
+        (
+            {"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": 32}},
+            r"ngram-mod-n-min \(48\) is more than ngram-mod-n-max \(32\)",
+        ),
         ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-match": 2000}}, r"must be from 1 to 1024 \(llama-server"),
         ({"types": ["ngram-simple"], "settings": {"ngram-simple-min-hits": 0}}, "must be 1 or more"),
         ({"types": ["ngram-mod"], "settings": {"draft-p-min": 1.5}}, "must be from 0.0 to 1.0"),
