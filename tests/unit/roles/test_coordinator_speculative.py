@@ -184,6 +184,7 @@ PREFLIGHT_DRAFT = yaml.safe_load((ROLE / "tasks/preflight_draft.yml").read_text(
 def test_the_preflight_reads_both_headers_only_when_both_come_from_sources(changes, runs):
     variables = {**changes}
     variables["_llama_coordinator_draft_sources"] = render(VARS["_llama_coordinator_draft_sources"], **variables)
+    variables["_llama_coordinator_draft_to_place"] = render(VARS["_llama_coordinator_draft_to_place"], **variables)
     assert all(render("{{ " + rule + " }}", **variables) for rule in PREFLIGHT_DRAFT["when"]) is runs
 
 
