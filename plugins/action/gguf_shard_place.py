@@ -40,7 +40,8 @@ class ActionModule(ActionBase):
                     self._transfer_file(shard["src"], remote)
                     self._fixup_perms2((remote_tmp, remote))
                     copies.append({**shard, "src": remote})
-            again_args = {**args, "shards": copies, "links": {}, "drop": []}
+            # The first run pruned already (keep_models) and recorded the model; this one adds the copies to it.
+            again_args = {**args, "shards": copies, "links": {}, "drop": [], "keep_models": []}
             merge(applied, self._execute_module(MODULE, module_args=again_args, task_vars=task_vars))
         host = self._task.delegate_to or task_vars.get("inventory_hostname")
         if applied.get("diff") and host:  # which host's repairs (a loop delegating to each host shows many)

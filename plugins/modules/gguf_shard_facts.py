@@ -59,6 +59,9 @@ ansible_facts:
           C(NAME.partial)), C(complete) (name to size of the regular files), C(partial_bytes) (all partials).
         - C(tensor_cache) with O(tensor_cache) - C(path), C(same_filesystem), C(cached) (bytes, counted only on
           the model's filesystem).
+        - The collection's model record - C(models) (per model id this host's C(files) and C(links)), C(served)
+          (the models served, newest first, with their C(source); on the coordinator) and C(placed) (per file the
+          collection placed and that is still as it placed it, its size).
       returned: always
       type: dict
       sample:
@@ -75,7 +78,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch, _shard_record
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_options import FACTS
 
 
@@ -86,6 +89,7 @@ def main():
         module.fail_json(msg=f"model_dir must be an absolute path, got {model_dir!r}")
     try:
         report = _shard_fetch.inspect(model_dir, None, module.params["tensor_cache"])
+        report.update(_shard_record.report(model_dir))
     except OSError as exc:
         module.fail_json(msg=f"cannot inspect {model_dir}: {exc}")
     module.exit_json(changed=False, ansible_facts={"gguf_shard_dir": {"model_dir": model_dir, **report}})

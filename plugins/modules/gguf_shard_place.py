@@ -21,6 +21,8 @@ description:
     no room for a second copy is needed, and a process holding the file open reads the repaired bytes. A killed
     repair resumes. A corrupt shard of the wrong size is replaced by a verified download when there is room for one.
   - Removes the partial downloads of O(drop), and creates the symlinks of O(links) (on the coordinator).
+  - With O(keep_models), first removes the files the collection placed for other models (old ones, kept for a
+    rollback until then); with O(model), records this host's files of the model.
 author:
   - llamarpc.cluster contributors (@llamarpc)
 requirements:
@@ -95,9 +97,23 @@ options:
     description: Verify TLS certificates.
     type: bool
     default: true
+  model:
+    description:
+      - The id of the model these shards belong to (RV(llamarpc.cluster.gguf_shard_plan#module:model_id)); this host's
+        files and links of it are recorded in the model record (C(.llamarpc-models.json) in O(model_dir)).
+    type: str
+  keep_models:
+    description:
+      - Before anything is fetched, remove the files and links recorded for the models not listed here - only those
+        the collection placed itself (C(placed) in the manifest) and that are still as it placed them (size and
+        mtime); a link only while it points where the collection made it point. A file it did not place is never
+        removed. Empty - nothing is removed.
+    type: list
+    elements: str
+    default: []
 notes:
   - Interrupting a long download is safe - rerun the task and it resumes. A shard is never visible under its final
-    name before it is verified. Nothing here deletes a complete shard, nor a corrupt one.
+    name before it is verified. Nothing here deletes a shard of the model at hand, complete or corrupt.
   - A failed fetch or repair says what was kept and what to do; when the disk is full it names the deleted files that
     processes still hold open there.
   - On a copy-on-write filesystem (btrfs) an in-place repair allocates new blocks for what it rewrites; only the
@@ -175,6 +191,21 @@ actions:
   sample:
     - fetch m-00001-of-00002.gguf (resume from 104857600)
     - link m-00002-of-00002.gguf -> /mnt/llamarpc/node2/m-00002-of-00002.gguf
+removed:
+  description: The files and links of models not in O(keep_models) removed (or, in check mode, to be removed).
+  returned: always
+  type: list
+  elements: str
+kept_foreign:
+  description: Names recorded for models not kept that were left because the collection did not place them as they
+    are now (a user's file, a file changed since, a link pointing elsewhere).
+  returned: always
+  type: list
+  elements: str
+freed:
+  description: Bytes of the files in RV(removed).
+  returned: with O(keep_models)
+  type: int
 """
 
 from ansible.module_utils.basic import AnsibleModule

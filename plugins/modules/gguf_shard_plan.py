@@ -133,6 +133,22 @@ options:
       - A model that does not fit is not a failure then - RV(refusal) holds the message.
     type: bool
     default: true
+  keep_previous:
+    description:
+      - How many models served before the one served now stay on the hosts for a rollback. Staging keeps at least the
+        one served now (it serves until the switch); the files the collection placed for the others count as free
+        room (M(llamarpc.cluster.gguf_shard_place) removes them first, RV(staging.keep_models)).
+    type: int
+    default: 1
+  replace:
+    description:
+      - V(staged) places the new model beside the one served now, and refuses before any change, saying what is
+        missing where, when that does not fit.
+      - V(in_place) plans with the room of the model served now too when staging does not fit (RV(staging.stop_first)
+        - llama-server is stopped before its files are removed).
+    type: str
+    choices: [staged, in_place]
+    default: staged
 notes:
   - C(changed) says that the hosts do not hold the plan yet (a shard to fetch, a link to make, a partial download to
     remove); the plan itself changes nothing.
@@ -225,6 +241,24 @@ model_path:
   returned: like RV(plan)
   type: str
   sample: /data/models/qwen2.5-32b/m-00001-of-00002.gguf
+model_id:
+  description: The id of the model (its shards' names, sizes and sha256), as the model record keeps it.
+  returned: like RV(plan)
+  type: str
+  sample: 3f1c2a9b0d4e5f60
+staging:
+  description:
+    - The model change - C(model_id), C(served) (the ids served, newest first, from the coordinator's record),
+      C(replace), C(fits) (staging the model beside the one served now fits), C(stop_first) (an in-place
+      replacement - llama-server stops before the files of the model served now are removed), C(keep_models) (what
+      M(llamarpc.cluster.gguf_shard_place) keeps), C(downtime) (with C(stop_first)) and C(footprints) - per host the
+      bytes of the model served now (C(serving)), of the older ones kept (C(previous)), of the new one (C(new)), the
+      bytes pruned before it is placed (C(reclaim)) and C(free).
+  returned: like RV(plan)
+  type: dict
+  sample: {model_id: 3f1c2a9b0d4e5f60, served: [9a8b7c6d5e4f3a2b], replace: staged, fits: true, stop_first: false,
+           keep_models: [3f1c2a9b0d4e5f60, 9a8b7c6d5e4f3a2b],
+           footprints: {node1: {serving: 253113024, previous: 0, new: 253113024, reclaim: 0, free: 9000000000}}}
 revision:
   description: The commit the Hugging Face revision resolved to.
   returned: when O(hf_repo) is used

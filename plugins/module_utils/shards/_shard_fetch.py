@@ -294,6 +294,8 @@ def verify_file(model_dir, shard, manifest, full=False):
         return True, False, known
     digest = sha256_file(path)
     record = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+    if isinstance(known, dict) and known.get("placed") and known.get("sha256") == digest:
+        record["placed"] = True  # the file the collection placed, touched since (its bytes are still the same)
     return digest == shard["sha256"], True, record
 
 
@@ -812,7 +814,7 @@ def finish(model_dir, shard, partial):
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sidecar_path)
     info = os.stat(final)
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest}
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": digest, "placed": True}
 
 
 def remove_partial(model_dir, name):

@@ -41,6 +41,8 @@ PLAN = {
     "timeout": {"type": "int", "default": 60},
     "validate_certs": {"type": "bool", "default": True},
     "fetch": {"type": "bool", "default": True},
+    "keep_previous": {"type": "int", "default": 1},
+    "replace": {"type": "str", "choices": ["staged", "in_place"], "default": "staged"},
 }
 
 PLACE = {
@@ -66,4 +68,13 @@ PLACE = {
     "timeout": {"type": "int", "default": 60},
     "retries": {"type": "int", "default": 5},
     "validate_certs": {"type": "bool", "default": True},
+    "model": {"type": "str"},
+    "keep_models": {"type": "list", "elements": "str", "default": []},
+}
+
+SERVED = {
+    "model_dir": {"type": "path", "required": True},
+    "model": {"type": "str", "required": True},
+    "source": {"type": "dict", "default": {}},
+    "keep_previous": {"type": "int", "default": 1},
 }

@@ -18,10 +18,10 @@ import shutil
 import stat
 import time
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch, _shard_record
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import human
 
-OUTCOMES = ("fetched", "verified", "refetched", "repaired", "actions")
+OUTCOMES = ("fetched", "verified", "refetched", "repaired", "actions", "removed", "kept_foreign")
 
 
 def run_module(module):
@@ -51,6 +51,8 @@ class Placement:
         self.manifest = {}
         self.saved = {}
         self.corrupt_found, self.repairs = {}, {}  # the diff: each corrupt shard, and what is done about it
+        self.was_placed = set()  # corrupt shards the collection had placed (a repair keeps them its own)
+        self.record = {"models": {}, "served": []}
 
     def act(self, text):
         self.result["actions"].append(text)
@@ -80,12 +82,17 @@ class Placement:
         if os.path.isdir(self.model_dir):
             self.manifest = _shard_fetch.read_json(self.manifest_path) or {}
         self.saved = dict(self.manifest)
+        self.record = _shard_record.read(self.model_dir)
+        if self.params["keep_models"]:
+            self.prune()  # first: the room of the models not kept is what a staged model may need
         for shard in self.params["shards"]:
             corrupt = self.check_present(shard)
             if corrupt is not None:
                 self.fetch(shard, corrupt)
         self.drop_partials()
         self.make_links()
+        if self.params["model"]:
+            self.note_model()
         if self.module._diff and self.corrupt_found:  # noqa: SLF001 - AnsibleModule's diff flag
             self.result["diff"] = {
                 "before_header": f"{self.model_dir}: shards found corrupt",
@@ -99,6 +106,37 @@ class Placement:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.progress_path)
         return self.result
+
+    def prune(self):
+        """Remove the files and links the collection placed for the models not in keep_models (_shard_record)."""
+        current = [shard["name"] for shard in self.params["shards"]] + list(self.params["links"])
+        record, manifest, removed, foreign, freed = _shard_record.prune(
+            self.model_dir, self.record, self.manifest, self.params["keep_models"], current, check=self.check
+        )
+        for name in removed:
+            self.act(f"remove {name} (a model not kept)")
+        self.result["removed"] = removed
+        self.result["kept_foreign"] = foreign
+        self.result["freed"] = freed
+        if not self.check and record != self.record:
+            self.manifest = manifest
+            self.save_manifest()  # the manifest first: a file it names is only ever one the collection placed
+            _shard_record.write(self.model_dir, record)
+        self.record = record
+
+    def note_model(self):
+        """This host's files and links of the model in the model record."""
+        held = [
+            shard["name"]
+            for shard in self.params["shards"]
+            if os.path.isfile(os.path.join(self.model_dir, shard["name"]))
+        ]
+        record = _shard_record.note_placed(
+            self.record, self.params["model"], held, self.params["links"], self.model_dir
+        )
+        if record != self.record and not self.check and os.path.isdir(self.model_dir):
+            _shard_record.write(self.model_dir, record)
+        self.record = record
 
     def save_manifest(self):
         if self.manifest != self.saved and os.path.isdir(self.model_dir):
@@ -115,7 +153,8 @@ class Placement:
         full = self.params["verify"] == "full"
         ok, hashed, record = _shard_fetch.verify_file(self.model_dir, shard, self.manifest, full=full)
         if not ok:
-            self.manifest.pop(name, None)
+            if (self.manifest.pop(name, None) or {}).get("placed"):
+                self.was_placed.add(name)
             self.result["refetched"].append(name)
             found = f"sha256 {record['sha256']}" if record else f"{os.path.getsize(path)} bytes"
             self.corrupt_found[name] = (
@@ -182,6 +221,8 @@ class Placement:
                 resumed_from, downloaded, rewritten, self.manifest[name] = _shard_fetch.repair_in_place(
                     path, shard, **fetch_args
                 )
+                if name in self.was_placed:
+                    self.manifest[name]["placed"] = True
                 self.result["repaired"].append({"name": name, "rewritten": rewritten})
             elif shard.get("src"):
                 resumed_from, downloaded = _shard_fetch.copy_local(shard["src"], partial, shard)

@@ -19,7 +19,8 @@ from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _gguf_header as gguf_header
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as cluster_plan
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch as shard_fetch
-from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import PlanError
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_record as record
+from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import PlanError, human
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import plan as plan_shards
 
 FACT = "gguf_shard_dir"
@@ -60,9 +61,15 @@ def check_request(args, candidates, known):
         reserve = human_to_bytes(args["reserve"]) if str(args["reserve"]).strip() else 0
     except ValueError as exc:
         raise PlanError(f"reserve: {exc}") from None
+    if args.get("replace", "staged") not in record.REPLACE:
+        raise PlanError(f"replace is one of {', '.join(record.REPLACE)}, not {args['replace']!r}")
+    if int(args.get("keep_previous", 1)) < 0:
+        raise PlanError(f"keep_previous must not be negative, got {args['keep_previous']}")
     return {
         "coordinator": coordinator,
         "candidates": hosts,
+        "replace": args.get("replace", "staged"),
+        "keep_previous": int(args.get("keep_previous", 1)),
         "mounts": {
             name: (args.get("mount_paths") or {}).get(name) or os.path.join(args["mount_root"], name) for name in hosts
         },
@@ -115,6 +122,8 @@ def host_view(report, names):
     }
     if report.get("tensor_cache"):
         view["tensor_cache"] = dict(report["tensor_cache"])
+    for key in ("models", "served", "placed"):  # the collection's model record (_shard_record.report)
+        view[key] = report.get(key) or ({} if key != "served" else [])
     return view
 
 
@@ -137,11 +146,65 @@ def gather(facts, request, names):
     return reports
 
 
-def place(shards, reports, request):
-    """``(placement, planned)``: every shard with its host, and ``_shard_plan.plan``'s whole answer."""
+def staging(shards, reports, request):
+    """The model change at hand: ``{"model_id", "served", "replace", "keep_models", "stop_first", "fits",
+    "footprints"}`` with ``fits`` (staging beside the model served now fits), ``stop_first`` (llama-server stops
+    before anything is removed: an in-place replacement of another model) and per host the bytes of the model served
+    now, of the ones kept before it, and those pruned before the new one is placed (``reclaim``); set on
+    ``request`` for ``place``. Raises PlanError when staging does not fit and no in-place replacement is asked for."""
+    new = record.model_id(shards)
+    names = [shard["name"] for shard in shards]
+    coordinator_report = reports.get(request["coordinator"]) or {}
+    served = [entry["model"] for entry in coordinator_report.get("served") or []]
+    keep = {mode: record.keep_models(served, new, request.get("keep_previous", 1), mode) for mode in record.REPLACE}
+    serving = served[0] if served else None
+    footprints = {}
+    for name, rep in reports.items():
+        footprints[name] = {
+            "serving": record.footprint(rep, serving) if serving and serving != new else 0,
+            "previous": sum(record.footprint(rep, model) for model in keep["staged"][2:]),
+            "reclaim": record.reclaimable(rep, keep["staged"], names),
+            "reclaim_in_place": record.reclaimable(rep, keep["in_place"], names),
+            "free": int(rep["free"]),
+        }
+    out = {"model_id": new, "served": served, "replace": request.get("replace", "staged"), "footprints": footprints}
+    try:
+        planned = _plan(shards, reports, request, {name: fp["reclaim"] for name, fp in footprints.items()})
+        out.update(fits=True, keep_models=keep["staged"], stop_first=False, planned=planned)
+    except PlanError as staged_error:
+        out["fits"] = False
+        try:
+            planned = _plan(shards, reports, request, {name: fp["reclaim_in_place"] for name, fp in footprints.items()})
+        except PlanError:
+            raise staged_error from None
+        freed = ", ".join(
+            f"{name} {human(fp['reclaim_in_place'] - fp['reclaim'])}"
+            for name, fp in footprints.items()
+            if fp["reclaim_in_place"] > fp["reclaim"]
+        )
+        to_fetch = sum(
+            int(shard["size"]) for shard in planned["placement"]
+            if reports[shard["host"]]["complete"].get(shard["name"]) != int(shard["size"])
+        )  # fmt: skip
+        downtime = (
+            f"llama-server stops first and stays down while {human(to_fetch)} of shards are placed, the workers' "
+            "caches seeded and the model loaded cold; the model served now is not kept for a rollback"
+        )
+        if out["replace"] != "in_place" or not serving or serving == new:
+            raise PlanError(
+                f"staging the new model beside the one served now does not fit ({staged_error}); it fits once the "
+                f"files of the model served now are freed ({freed}): set llama_model_replace: in_place to replace "
+                f"it in place - {downtime}. Nothing was changed."
+            ) from None
+        out.update(keep_models=keep["in_place"], stop_first=True, planned=planned, downtime=downtime)
+    return out
+
+
+def _plan(shards, reports, request, reclaim):
     hosts_input = {}
     for name, rep in reports.items():
         hosts_input[name] = {key: rep[key] for key in ("free", "partial_bytes", "complete")}
+        hosts_input[name]["free"] += int(reclaim.get(name, 0))
         cache = rep.get("tensor_cache")
         if cache and cache["same_filesystem"] and name in request["caches"]:
             hosts_input[name]["tensor_cache"] = {
@@ -149,10 +212,20 @@ def place(shards, reports, request):
                 "cap": request["caches"][name]["cap"],
                 "cached": cache["cached"],
             }
+    return plan_shards(shards, hosts_input, request["coordinator"], request["reserve"], request["model_dir"])
+
+
+def place(shards, reports, request):
+    """``(placement, planned)``: every shard with its host, and ``_shard_plan.plan``'s whole answer with the model
+    change's ``staging`` (the room of the models not kept counts as free: they are pruned before the fetch)."""
     try:
-        planned = plan_shards(shards, hosts_input, request["coordinator"], request["reserve"], request["model_dir"])
+        change = staging(shards, reports, request)
     except PlanError as exc:
         raise PlanError(f"nothing was downloaded: {exc}") from None
+    planned = change.pop("planned")
+    for name, footprint in change["footprints"].items():
+        footprint["new"] = sum(int(shard["size"]) for shard in planned["placement"] if shard["host"] == name)
+    planned["staging"] = change
     return planned["placement"], planned
 
 
@@ -222,6 +295,8 @@ def summary(placement, planned, reports, request, tasks, info, diff=False):
         "links": tasks[coordinator]["links"],
         "redundant": {},
         "model_path": os.path.join(model_dir, placement[0]["name"]),
+        "model_id": planned["staging"]["model_id"],
+        "staging": planned["staging"],
     }
     for host, report in reports.items():
         extra = sorted(s["name"] for s in placement if s["host"] != host and s["name"] in report["complete"])
