@@ -260,6 +260,8 @@ def test_site_runs_each_hosts_share_at_once_between_the_coordinators_plan_and_mo
         ("coordinator:rpc_workers", "fetch", ["llama_model", "place"]),
         ("coordinator:rpc_workers", "export", ["llama_model", "mount"]),
         ("coordinator", "mount", ["llama_model"]),
+        # After llama-server serves the new plan: the model served recorded, the models no longer kept removed.
+        ("coordinator:rpc_workers", "served", ["llama_model"]),
     ]
     assert not any(
         role.get("role") == "llamarpc.cluster.llama_model" for play in site for role in play.get("roles", [])
