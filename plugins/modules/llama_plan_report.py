@@ -71,6 +71,12 @@ options:
     type: list
     elements: str
     default: []
+  staging:
+    description:
+      - The model change (C(staging) of M(llamarpc.cluster.gguf_shard_plan)) - the report shows per host the bytes of
+        the model served now, of the older ones kept, of the new one and those removed first, and whether staging
+        fits.
+    type: dict
   links:
     description:
       - Per host, the bandwidth of its link in Mbit/s; null or missing - O(link_mbit).

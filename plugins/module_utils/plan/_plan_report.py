@@ -182,6 +182,7 @@ def build(
     workers=(),
     header_reads=(),
     refusals=(),
+    staging=None,
     links=None,
     default_mbit=1000.0,
     source_mbit=100.0,
@@ -219,6 +220,7 @@ def build(
             "memory_bandwidth_bytes_per_second": memory_bandwidth,
         },
         "refusals": list(refusals),
+        "staging": staging or None,
         "load": None,
         "speed": None,
     }
@@ -237,6 +239,28 @@ def build(
             doc["speculation"] = speculation
     doc["text"] = text(doc)
     return doc
+
+
+def staging_lines(staging):
+    """The model change: whether the new model is staged beside the one served now, and both footprints per host."""
+    if not staging:
+        return []
+    if not staging.get("served"):
+        return ["Model change: none served yet (a first deploy)"]
+    if staging["served"][0] == staging["model_id"]:
+        return ["Model change: none (this model is served now)"]
+    how = (
+        "staged beside the model served now (it serves until the switch)"
+        if staging["fits"]
+        else f"in place - {staging.get('downtime', 'llama-server stops first')}"
+    )
+    lines = [f"Model change {staging['served'][0]} -> {staging['model_id']}: {how}; per host:"]
+    for host, room in sorted(staging["footprints"].items()):
+        lines.append(
+            f"  {host}: served now {human(room['serving'])}, older kept {human(room['previous'])}, new "
+            f"{human(room.get('new', 0))}, removed first {human(room['reclaim'])}, free {human(room['free'])}"
+        )
+    return lines
 
 
 def _seconds(value):
@@ -268,6 +292,7 @@ def text(doc):
                 f"(usable {human(room['usable'])}, left {human(room['left'])})"
                 + (f" {', '.join(shard['name'] for shard in mine)}" if mine else "")
             )
+    lines.extend(staging_lines(doc.get("staging")))
     memory = doc["memory"]
     if memory is None:
         lines.append("Memory plan: none (see the refusal)")

@@ -216,3 +216,23 @@ def test_a_draft_on_a_worker_pays_its_round_trip_per_drafted_token():
 )
 def test_the_tokens_drafted_per_pass_follow_the_types_settings(types, settings, drafted):
     assert report.drafted_per_pass({"types": types, "settings": settings}) == drafted
+
+
+def staging_of(fits, served=("old",)):
+    room = {"serving": 250 * MB, "previous": 0, "reclaim": 0, "reclaim_in_place": 250 * MB, "free": 90 * MB,
+            "new": 300 * MB}  # fmt: skip
+    change = {"model_id": "new", "served": list(served), "replace": "staged", "fits": fits,
+              "footprints": {"c": room}}  # fmt: skip
+    if not fits:
+        change["downtime"] = "llama-server stops first and stays down while 300.0 MB of shards are placed"
+    return change
+
+
+def test_a_model_change_shows_both_footprints_per_host_and_whether_staging_fits():
+    staged = "\n".join(build(staging=staging_of(True))["text"])
+    assert "Model change old -> new: staged beside the model served now" in staged
+    assert "c: served now 250.0 MB, older kept 0 B, new 300.0 MB, removed first 0 B, free 90.0 MB" in staged
+    in_place = "\n".join(build(staging=staging_of(False))["text"])
+    assert "in place - llama-server stops first and stays down" in in_place
+    assert "Model change: none served yet" in "\n".join(build(staging=staging_of(True, served=()))["text"])
+    assert "Model change" not in "\n".join(build()["text"])
