@@ -137,15 +137,15 @@ options:
     description:
       - How many models served before the one served now stay on the hosts for a rollback. Staging keeps at least the
         one served now (it serves until the switch); the files the collection placed for the others count as free
-        room (M(llamarpc.cluster.gguf_shard_place) removes them first, RV(staging.keep_models)).
+        room (M(llamarpc.cluster.gguf_shard_place) removes them first; C(keep_models) of RV(staging)).
     type: int
     default: 1
   replace:
     description:
       - V(staged) places the new model beside the one served now, and refuses before any change, saying what is
         missing where, when that does not fit.
-      - V(in_place) plans with the room of the model served now too when staging does not fit (RV(staging.stop_first)
-        - llama-server is stopped before its files are removed).
+      - V(in_place) plans with the room of the model served now too when staging does not fit (C(stop_first) of
+        RV(staging) - llama-server is stopped before its files are removed).
     type: str
     choices: [staged, in_place]
     default: staged
