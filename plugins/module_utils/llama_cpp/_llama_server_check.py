@@ -34,15 +34,15 @@ def missing_flags(help_text, flags):
     return [flag for flag in flags if flag not in help_text]
 
 
-def flags_failure(server, rc, out, err, flags):
-    """The message for a binary whose ``--help`` (``rc``, ``out``, ``err``) fails or lacks some of ``flags``; None when
-    it knows them all."""
+def flags_failure(server, rc, out, err, flags, unit="llama-server's unit"):
+    """The message for a binary whose ``--help`` (``rc``, ``out``, ``err``) fails or lacks some of ``flags`` (which
+    ``unit`` passes it); None when it knows them all."""
     if rc != 0:
         return f"{server} --help failed (rc={rc}): {(err or out).strip()[-2000:]}"
     missing = missing_flags(out + err, flags)
     if missing:
         return (
-            f"{server} does not know {', '.join(missing)}, which llama-server's unit passes: it would exit at each "
+            f"{server} does not know {', '.join(missing)}, which {unit} passes: it would exit at each "
             "start, in a restart loop. Install a llama.cpp build that has them."
         )
     return None
@@ -59,10 +59,10 @@ def read_failure(user, host, model_dir, rc, err):
     )
 
 
-def check_flags(module, server, flags):
-    """``server --help`` names every flag of ``flags``; the module fails otherwise."""
+def check_flags(module, server, flags, unit="llama-server's unit"):
+    """``server --help`` names every flag of ``flags`` (which ``unit`` passes); the module fails otherwise."""
     rc, out, err = module.run_command([server, "--help"], environ_update={"LC_ALL": "C"})
-    failure = flags_failure(server, rc, out, err, flags)
+    failure = flags_failure(server, rc, out, err, flags, unit)
     if failure:
         module.fail_json(msg=failure, rc=rc)
 

@@ -33,17 +33,22 @@ def when(task):
     return "{{ " + task["when"] + " }}"
 
 
-def helper_blocks():
-    """The two tasks of configure.yml that install the helper: (shipped block, compile fallback's include)."""
+def helper_tasks():
+    """The two tasks of configure.yml for the helper: (rpc_worker_binaries' task, the compile fallback's include)."""
     tasks = load(WORKER / "tasks" / "configure.yml")
-    shipped = next(t for t in tasks if t["name"] == "Install the verifier's hashing helper built with llama.cpp")
+    shipped = next(t for t in tasks if "llamarpc.cluster.rpc_worker_binaries" in t)
     fallback = next(t for t in tasks if t["name"] == "Build the verifier's hashing helper")
     return shipped, fallback
 
 
+def worker_var(name, **variables):
+    """One of the worker role's vars/main.yml, rendered with ``variables``."""
+    return render(load(WORKER / "vars" / "main.yml")[name], **variables)
+
+
 def fallback_tasks():
     """The compile fallback's tasks (the file configure.yml includes)."""
-    _shipped, fallback = helper_blocks()
+    _shipped, fallback = helper_tasks()
     return load(WORKER / "tasks" / fallback["ansible.builtin.include_tasks"])
 
 
@@ -71,12 +76,12 @@ def test_the_name_the_build_gives_is_the_one_the_worker_copies():
         task for task in load(LLAMA_CPP / "tasks" / "source.yml") if "llamarpc.cluster.llama_cpp_install" in task
     )
     assert install["llamarpc.cluster.llama_cpp_install"]["helpers"] == "{{ _llama_cpp_cached.helpers }}"
-    shipped, _fallback = helper_blocks()
-    copy = shipped["block"][0]["ansible.builtin.copy"]
-    assert copy["src"] == "{{ llama_cpp_bin_dir }}/llamarpc-fnv1a"
-    assert copy["remote_src"] is True and copy["mode"] == "0755" and copy["owner"] == "root"
-    expression = load(WORKER / "vars" / "main.yml")["_llama_rpc_worker_hasher_shipped"]
-    assert render(expression, llama_cpp_helper_names=names) is True
+    shipped, _fallback = helper_tasks()
+    args = shipped["llamarpc.cluster.rpc_worker_binaries"]
+    on = {"_llama_rpc_worker_hasher_ship": True, "_llama_rpc_worker_hasher": "/usr/local/lib/llamarpc/llamarpc-fnv1a"}
+    assert render(args["helper_src"], llama_cpp_bin_dir="/opt/b/bin", **on) == "/opt/b/bin/llamarpc-fnv1a"
+    assert render(args["helper"], **on) == "/usr/local/lib/llamarpc/llamarpc-fnv1a"
+    assert worker_var("_llama_rpc_worker_hasher_shipped", llama_cpp_helper_names=names) is True
 
 
 @pytest.mark.parametrize(("names", "shipped"), [(["llamarpc-fnv1a"], True), ([], False), (["other-tool"], False)])
@@ -85,34 +90,25 @@ def test_the_worker_compiles_only_when_llama_cpp_did_not_ship_the_helper(names, 
     variables = {
         "llama_rpc_worker_cache": True,
         "llama_rpc_worker_cache_verify_fast": True,
-        "_llama_rpc_worker_hasher_shipped": render(
-            load(WORKER / "vars" / "main.yml")["_llama_rpc_worker_hasher_shipped"], llama_cpp_helper_names=names
-        ),
     }
-    shipped_block, fallback = helper_blocks()
-    assert render(when(shipped_block), **variables) is shipped
+    variables["_llama_rpc_worker_hasher_shipped"] = worker_var(
+        "_llama_rpc_worker_hasher_shipped", llama_cpp_helper_names=names
+    )
+    _shipped, fallback = helper_tasks()
+    ship = worker_var("_llama_rpc_worker_hasher_ship", **variables)
+    assert ship is shipped
     assert render(when(fallback), **variables) is not shipped
     compile_block = next(task for task in fallback_tasks() if "block" in task)["block"]
     assert compile_block[0]["llamarpc.cluster.apt_packages"]["name"] == "{{ llama_rpc_worker_build_packages }}"
     assert compile_block[1]["ansible.builtin.command"]["argv"][0] == "g++"
 
 
-def proof_runs(check_mode, copy):
-    shipped, _fallback = helper_blocks()
-    proof = shipped["block"][1]
-    assert proof["check_mode"] is False and "85944171f73967e8" in proof["failed_when"]
-    return render(when(proof), ansible_check_mode=check_mode, _llama_rpc_worker_hasher_copy=copy)
-
-
-def test_the_shipped_helper_is_proven_on_every_real_run():
-    assert proof_runs(False, {"changed": True}) is True
-    assert proof_runs(False, {"changed": False}) is True  # a rerun: a helper that failed the proof once fails again
-
-
-def test_check_mode_proves_only_a_helper_that_is_in_place():
-    assert proof_runs(True, {"changed": False}) is True
-    assert proof_runs(True, {"changed": True}) is False  # not copied yet: the file there is the one a real run replaces
-    # Before this build's first install (llama_cpp_installed false) the copy is skipped: nothing to ask yet.
-    assert proof_runs(True, {"changed": False, "skipped": True}) is False
-    shipped, _fallback = helper_blocks()
-    assert shipped["block"][0]["when"] == "llama_cpp_installed"
+def test_without_the_shipped_helper_the_module_neither_copies_nor_proves_one():
+    """rpc_worker_binaries proves the helper on every run, in check mode only one in place (its unit tests); here: the
+    role hands it no helper when the compile fallback owns it."""
+    shipped, _fallback = helper_tasks()
+    args = shipped["llamarpc.cluster.rpc_worker_binaries"]
+    off = {"_llama_rpc_worker_hasher_ship": False, "_llama_rpc_worker_hasher": "/h", "llama_cpp_bin_dir": "/b"}
+    omit = "__omit_place_holder__"
+    assert render(args["helper"], omit=omit, **off) == omit
+    assert render(args["helper_src"], omit=omit, **off) == omit

@@ -141,7 +141,7 @@ def test_a_host_counts_as_exported_only_when_it_published_it():
         VARS["_llama_model_exported"], _llama_model_remote_hosts=["node2", "node3", "node4"], hostvars=hostvars
     )
     assert got == ["node2"]
-    task = next(t for t in tasks("mounts.yml") if "ansible.builtin.include_role" in t)
+    task = next(t for t in tasks("mounts_remote.yml") if "ansible.builtin.include_role" in t)
     loop = render(task["loop"], _llama_model_remote_hosts=["node2", "node3", "node4"], _llama_model_exported=got)
     assert loop == ["node3", "node4"]
 
@@ -300,8 +300,13 @@ def test_a_host_exports_itself_only_when_every_client_of_its_export_is_in_the_pl
     )
     assert got is itself
     export = yaml.safe_load((ROLE / "tasks" / "export.yml").read_text(encoding="utf-8"))[0]["block"]
+    include = export[0]
+    assert include["ansible.builtin.include_tasks"]["file"] == "export_host.yml"
+    assert include["when"] == "_llama_model_export_self or _llama_model_export_served | length > 0"
     main = next(
-        task for task in export if "tasks_from" not in task.get("ansible.builtin.include_role", {"tasks_from": 1})
+        task
+        for task in tasks("export_host.yml")
+        if "tasks_from" not in task.get("ansible.builtin.include_role", {"tasks_from": 1})
     )
     assert main["when"] == "_llama_model_export_self"
     assert main["vars"]["sshfs_shard_export_pin_on_clients"] is False

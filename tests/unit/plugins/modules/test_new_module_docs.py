@@ -1,5 +1,5 @@
-"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving, gguf_vocabulary_check and
-llama_cluster_plan:
+"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving, gguf_vocabulary_check,
+llama_cluster_plan and rpc_worker_binaries:
 DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
 RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
@@ -12,6 +12,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _man
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_serving
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _vocabulary_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_run
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _worker_binaries
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
 from ansible_collections.llamarpc.cluster.plugins.modules import (
@@ -21,6 +22,7 @@ from ansible_collections.llamarpc.cluster.plugins.modules import (
     llama_server_check,
     llama_server_serving,
     managed_files,
+    rpc_worker_binaries,
     systemd_units,
 )
 
@@ -32,6 +34,7 @@ MODULES = [
     (llama_server_serving, _llama_serving.ARGUMENT_SPEC),
     (gguf_vocabulary_check, _vocabulary_check.ARGUMENT_SPEC),
     (llama_cluster_plan, _plan_run.ARGUMENT_SPEC),
+    (rpc_worker_binaries, _worker_binaries.ARGUMENT_SPEC),
 ]
 
 
