@@ -192,6 +192,13 @@ options:
         with C(--cache-ram 0) (no prompt cache). The unbounded C(-1) cannot be planned for and is refused.
     type: int
     default: 0
+  reserve:
+    description:
+      - Bytes of memory that other services of the collection may take on a host (Prometheus and node exporter, their
+        units' C(MemoryMax)), by inventory name. Each worker's and the coordinator's available memory is planned
+        without them.
+    type: dict
+    default: {}
   strategy:
     description: C(fewest) workers that fit (fewer hops, faster tokens), or C(all) reachable workers.
     type: str

@@ -83,11 +83,23 @@ def explain(result, workers, coordinator=None):
     return text
 
 
-def _coordinator_available(figures):
-    """The coordinator's ``available`` bytes, rounded as the workers' are (None when not given)."""
+def reserved(workers, reserve):
+    """``workers`` with each host's O(reserve) (bytes other services on that host may take: Prometheus, node
+    exporter) taken from its ``mem_available``, never below 0."""
+    return [
+        dict(worker, mem_available=max(0, int(worker["mem_available"]) - int(reserve.get(worker["name"], 0))))
+        if reserve.get(worker["name"])
+        else worker
+        for worker in workers
+    ]
+
+
+def _coordinator_available(figures, reserve=0):
+    """The coordinator's ``available`` bytes less its O(reserve), rounded as the workers' are (None when not given)."""
     if not figures or figures.get("available") is None:
         return None
-    entry = {"mem_available": int(figures["available"]), "mem_total": int(figures.get("total") or 0)}
+    available = max(0, int(figures["available"]) - int(reserve))
+    entry = {"mem_available": available, "mem_total": int(figures.get("total") or 0)}
     return planner.round_memory([entry])[0]["mem_available"]
 
 
@@ -116,6 +128,7 @@ ARGUMENT_SPEC = {
     "headroom": {"type": "str", "default": "512M"},
     "worker_overhead": {"type": "str", "default": "128M"},
     "cache_ram": {"type": "int", "default": 0},
+    "reserve": {"type": "dict", "default": {}},
     "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
     "fit_first": {"type": "bool", "default": True},
     "coordinator_memory": {"type": "dict"},
@@ -314,7 +327,11 @@ def run_module(module):
         missing = [key for key in ("name", "endpoint", "mem_available") if worker.get(key) in (None, "")]
         if missing:
             module.fail_json(msg=f"worker {worker.get('name', worker)!r} lacks {', '.join(missing)}", **gathered)
-    workers = planner.round_memory(found)
+    try:
+        reserve = {str(host): int(size) for host, size in params["reserve"].items()}
+    except (TypeError, ValueError):
+        module.fail_json(msg=f"reserve maps host names to bytes (integers), got {params['reserve']!r}", **gathered)
+    workers = planner.round_memory(reserved(found, reserve))
     headroom, overhead = _size(module, "headroom"), _size(module, "worker_overhead")
     if params["cache_ram"] < 0:
         module.fail_json(
@@ -353,7 +370,9 @@ def run_module(module):
             coordinator=params["coordinator"],
             keep=state.kept_plan(deployed),
             fit_first=params["fit_first"],
-            coordinator_available=_coordinator_available(_coordinator_memory(params)),
+            coordinator_available=_coordinator_available(
+                _coordinator_memory(params), reserve.get(params["coordinator"] or "", 0)
+            ),
             cache_ram=params["cache_ram"] << 20,
             speculative=speculative,
         )

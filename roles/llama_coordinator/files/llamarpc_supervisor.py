@@ -25,6 +25,8 @@ a check drops it and restarts llama-server on the deployed plan. An unexpected e
 Files: the deployed plan (``plan.json``, written by the role), the runtime override (an EnvironmentFile under
 /run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook. Both
 are written whole by the collection's ``_atomic.py``, copied beside this file like the protocol and the planner.
+With ``--metrics FILE`` each check also writes what it found for node exporter's textfile collector (the collection's
+``_textfile.py``, copied beside this file too): each worker's state and protocol, the plan in force, the re-plans.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ sys.path.insert(0, HERE)
 rpc = importlib.import_module("_rpc_protocol")
 planner = importlib.import_module("_cluster_plan")
 atomic = importlib.import_module("_atomic")
+textfile = importlib.import_module("_textfile")
 
 UP_STATES = ("ready", "busy")
 #: Checks in a row that must find a worker down before a re-plan leaves it out (besides ``replan_after`` seconds): one
@@ -57,15 +60,19 @@ DOWN_CHECKS = 3
 LOCAL = "serving locally: the model fits on the coordinator, llama-server computes it with no RPC worker (fit first)"
 
 
-def probe_all(endpoints, timeout):
-    """State of each endpoint (probed concurrently)."""
+def probe_all(endpoints, timeout, protocols=None):
+    """State of each endpoint (probed concurrently); ``protocols``, a dict when given, gets the RPC protocol version
+    each endpoint that answered HELLO announced."""
 
     def one(endpoint):
         host, port = rpc.parse_endpoint(endpoint)
-        return rpc.probe(host, port, timeout=timeout, connect_timeout=timeout).state
+        return rpc.probe(host, port, timeout=timeout, connect_timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=max(len(endpoints), 1)) as pool:
-        return dict(zip(endpoints, pool.map(one, endpoints), strict=True))
+        results = dict(zip(endpoints, pool.map(one, endpoints), strict=True))
+    if protocols is not None:
+        protocols.update({endpoint: result.protocol for endpoint, result in results.items() if result.protocol})
+    return {endpoint: result.state for endpoint, result in results.items()}
 
 
 def established_peers(tables=("/proc/net/tcp", "/proc/net/tcp6")):
@@ -245,7 +252,13 @@ def observe(config, args, recorded, now):
     connected = established_peers()
     to_probe = [endpoint for endpoint in names if not (endpoint in current and endpoint in connected)]
     states = {endpoint: "serving" for endpoint in names if endpoint not in to_probe}
-    states.update(probe_all(to_probe, args.probe_timeout) if to_probe else {})
+    # A worker not probed now (it serves llama-server) keeps the protocol it announced at its last probe.
+    protocols = {
+        endpoint: recorded.get("protocols", {}).get(name)
+        for endpoint, name in names.items()
+        if endpoint not in to_probe
+    }
+    states.update(probe_all(to_probe, args.probe_timeout, protocols) if to_probe else {})
     down_since = {
         name: recorded.get("down_since", {}).get(name, now)
         for endpoint, name in names.items()
@@ -262,6 +275,9 @@ def observe(config, args, recorded, now):
         "states": states,
         "down_since": down_since,
         "down_checks": down_checks,
+        "protocols": {names[endpoint]: version for endpoint, version in protocols.items() if version},
+        "replans": int(recorded.get("replans", 0)),
+        "in_force": in_force or config["plan"],
         "current_names": [names.get(endpoint, endpoint) for endpoint in current],
         "deployed_names": [names.get(endpoint, endpoint) for endpoint in endpoints_of(config["plan"]["rpc"])],
     }
@@ -289,11 +305,13 @@ def state_record(seen, now, verdict, message):
         "serving": seen["serving"],
         "workers": {seen["names"][endpoint]: state for endpoint, state in seen["states"].items()},
         "override": seen["override"],
+        "protocols": seen["protocols"],
+        "replans": seen["replans"],
     }
 
 
-def bare_record(now, verdict, message):
-    """A state record of a check that probed nothing."""
+def bare_record(now, verdict, message, replans=0):
+    """A state record of a check that probed nothing (``replans``: the count so far, kept)."""
     return {
         "checked_at": now,
         "verdict": verdict,
@@ -303,18 +321,104 @@ def bare_record(now, verdict, message):
         "serving": None,
         "workers": {},
         "override": False,
+        "replans": replans,
     }
 
 
-def check_local(args, now):
+def check_local(args, config, now):
     """The deployed plan is local and no re-plan is in force: no worker to probe, nothing to re-plan or restore."""
-    write_state(args, bare_record(now, "local", "local plan: no RPC worker to watch, nothing to re-plan"))
+    replans = int((read_json(args.state, {}) or {}).get("replans", 0))
+    record = bare_record(now, "local", "local plan: no RPC worker to watch, nothing to re-plan", replans)
+    record["serving"] = listening(config["url"]) == 200
+    write_state(args, record, config["plan"])
     return 0
 
 
-def write_state(args, record):
+def metric_families(record, plan):
+    """What a check found, as metric families for node exporter's textfile collector: each worker's state, since when
+    it is down and the RPC protocol it announced; the plan in force (``plan``: workers, layers per worker, local or
+    distributed), the re-plans so far and when this check ran."""
+    workers = record.get("workers") or {}
+    down_since = record.get("down_since") or {}
+    rows = (plan or {}).get("workers") or []
+    family = textfile.family
+    return [
+        family(
+            "llamarpc_worker_up",
+            "gauge",
+            "1 when the RPC worker answers HELLO or serves llama-server, 0 when it is down (the supervisor's check).",
+            [({"worker": name}, state in UP_STATES + ("serving",)) for name, state in sorted(workers.items())],
+        ),
+        family(
+            "llamarpc_worker_down_since_timestamp_seconds",
+            "gauge",
+            "Since when the RPC worker is down (Unix time; only workers that are down).",
+            [({"worker": name}, since) for name, since in sorted(down_since.items())],
+        ),
+        family(
+            "llamarpc_worker_rpc_protocol_info",
+            "gauge",
+            "The RPC protocol version the worker announced in HELLO (value 1).",
+            [({"worker": name, "version": v}, 1) for name, v in sorted((record.get("protocols") or {}).items())],
+        ),
+        family(
+            "llamarpc_plan_workers",
+            "gauge",
+            "RPC workers in the plan in force (0 for a local plan).",
+            [({}, len(endpoints_of((plan or {}).get("rpc"))))],
+        ),
+        family(
+            "llamarpc_plan_worker_layers",
+            "gauge",
+            "Layers each worker of the plan in force holds.",
+            [({"worker": row["name"]}, len(row.get("layers") or [])) for row in rows],
+        ),
+        family(
+            "llamarpc_plan_local",
+            "gauge",
+            "1 when llama-server computes the model alone (fit first), 0 when the plan is distributed.",
+            [({}, bool((plan or {}).get("local")))],
+        ),
+        family(
+            "llamarpc_plan_replanned",
+            "gauge",
+            "1 while the supervisor's re-plan (without a worker that stayed down) is in force.",
+            [({}, bool(record.get("override")))],
+        ),
+        family(
+            "llamarpc_replans_total",
+            "counter",
+            "Re-plans the supervisor made since the coordinator's boot.",
+            [({}, int(record.get("replans") or 0))],
+        ),
+        family(
+            "llamarpc_server_loaded",
+            "gauge",
+            "1 when llama-server's /health answered 200 at the supervisor's last check.",
+            [({}, record.get("serving") is True or record.get("loaded") is True)],
+        ),
+        family(
+            "llamarpc_supervisor_last_check_timestamp_seconds",
+            "gauge",
+            "When the supervisor's last check ran (Unix time).",
+            [({}, record["checked_at"])],
+        ),
+        family(
+            "llamarpc_supervisor_verdict_info",
+            "gauge",
+            "The verdict of the supervisor's last check (value 1).",
+            [({"verdict": record["verdict"]}, 1)],
+        ),
+    ]
+
+
+def write_state(args, record, plan=None):
     write_atomic(args.state, json.dumps(record, indent=1, sort_keys=True))
     print(f"{record['verdict']}: {record['message']}")
+    if getattr(args, "metrics", None):
+        problem = textfile.write_quietly(args.metrics, metric_families(record, plan))
+        if problem:
+            print(f"warning: {problem}", file=sys.stderr)
 
 
 def drop_stale_override(args, config, digest, now):
@@ -326,7 +430,8 @@ def drop_stale_override(args, config, digest, now):
     drop_override(args)
     restart(config["service"])
     message = "a re-plan of an earlier deployment was in force: dropped it, llama-server restarted on the deployed plan"
-    write_state(args, bare_record(now, "restored", message))
+    replans = int((read_json(args.state, {}) or {}).get("replans", 0))
+    write_state(args, bare_record(now, "restored", message, replans), config["plan"])
     return True
 
 
@@ -340,7 +445,7 @@ def cmd_check(args):
     if drop_stale_override(args, config, digest, now):
         return 0
     if not endpoints_of(config["plan"]["rpc"]) and not os.path.exists(args.override):
-        return check_local(args, now)
+        return check_local(args, config, now)
     seen = observe(config, args, read_json(args.state, {"down_since": {}}), now)
     names, states, down_since = seen["names"], seen["states"], seen["down_since"]
     override, current, connected = seen["override"], seen["current"], seen["connected"]
@@ -364,11 +469,14 @@ def cmd_check(args):
             write_atomic(args.override, env_text(new, digest))
             write_atomic(args.plan_in_force, json.dumps(new))
             restart(config["service"])
+            seen["replans"] += 1
+            seen["in_force"] = new
             verdict = "replanned"
             message = f"re-planned without {', '.join(long_down)}: {planner.describe(new)}"
     elif override and not any(name in down_since for name in seen["deployed_names"]):
         drop_override(args)
         restart(config["service"])
+        seen["in_force"] = config["plan"]
         verdict = "restored"
         message = "every worker of the deployed plan is back: restored it"
     elif seen["loaded"] and any(e in current and e not in connected and states[e] == "ready" for e in names):
@@ -383,7 +491,9 @@ def cmd_check(args):
         message = describe_down(down_since, now)
     message = on_replan(seen, verdict, message)
     seen["override"] = os.path.exists(args.override)
-    write_state(args, state_record(seen, now, verdict, message))
+    record = state_record(seen, now, verdict, message)
+    record["loaded"] = seen["loaded"]
+    write_state(args, record, seen["in_force"])
     return 0
 
 
@@ -437,6 +547,7 @@ def main(argv=None):
     parser.add_argument("--plan-in-force", default="/run/llamarpc/coordinator/plan-in-force.json")
     parser.add_argument("--state", default="/run/llamarpc/coordinator/supervisor.json")
     parser.add_argument("--probe-timeout", type=float, default=2.0)
+    parser.add_argument("--metrics", help="node exporter textfile (*.prom) that each check writes (none: no metrics)")
     commands = parser.add_subparsers(dest="command", required=True)
     wait = commands.add_parser("wait")
     wait.add_argument("--timeout", type=float, default=60.0)

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Keep llama.cpp's RPC tensor cache under a size cap (upstream never evicts).
 
-Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES [--keep FILE]
+Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES [--keep FILE] [--metrics FILE]
 
 Removes the least recently used files (by the later of access and modification time) until the directory's
 files total at most MAX_BYTES. A tensor removed while the worker runs is only a cache miss: the coordinator
@@ -13,13 +13,18 @@ With --keep, FILE lists the seeded tensors of the plan in force (tensor_cache_se
 whitespace-separated field of each line is a cache file's name). Files not listed go first; listed ones only when
 the cache is still over the cap without any other file, and the output then says so. A missing or unreadable FILE
 means no file is kept.
+
+With --metrics, FILE (a *.prom file in node exporter's textfile directory) gets the cache's bytes, files and cap after
+the pruning, written whole by the collection's ``_textfile.py`` (copied beside this file with ``_atomic.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
+import time
 
 
 def cache_files(directory):
@@ -73,21 +78,53 @@ def prune(directory, max_bytes):
 
 
 def parse(argv):
-    """(DIRECTORY, MAX_BYTES text, keep FILE or None), or None for a command line that does not fit the usage."""
-    args, keep = [], None
+    """(DIRECTORY, MAX_BYTES text, keep FILE or None, metrics FILE or None), or None for a command line that does not
+    fit the usage."""
+    args, options = [], {"--keep": None, "--metrics": None}
     rest = iter(argv[1:])
     for arg in rest:
-        if arg == "--keep":
-            keep = next(rest, None)
-            if keep is None:
+        name, equals, value = arg.partition("=")
+        if name in options:
+            options[name] = value if equals else next(rest, None)
+            if options[name] is None:
                 return None
-        elif arg.startswith("--keep="):
-            keep = arg.partition("=")[2]
         else:
             args.append(arg)
     if len(args) != 2:
         return None
-    return args[0], args[1], keep
+    return args[0], args[1], options["--keep"], options["--metrics"]
+
+
+def write_metrics(path, directory, max_bytes, now=None):
+    """The cache's bytes, files and cap (after the pruning) into ``path``; a reason on stderr when that fails (the
+    pruning stands either way)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    textfile = importlib.import_module("_textfile")
+    entries = cache_files(directory)
+    family = textfile.family
+    problem = textfile.write_quietly(
+        path,
+        [
+            family(
+                "llamarpc_tensor_cache_bytes",
+                "gauge",
+                "Bytes in the RPC tensor cache.",
+                [({}, sum(e[1] for e in entries))],
+            ),
+            family("llamarpc_tensor_cache_files", "gauge", "Files in the RPC tensor cache.", [({}, len(entries))]),
+            family(
+                "llamarpc_tensor_cache_max_bytes", "gauge", "The tensor cache's cap (the pruner's).", [({}, max_bytes)]
+            ),
+            family(
+                "llamarpc_tensor_cache_pruned_timestamp_seconds",
+                "gauge",
+                "When the pruner last ran (Unix time).",
+                [({}, time.time() if now is None else now)],
+            ),
+        ],
+    )
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
 
 
 def main(argv):
@@ -95,7 +132,7 @@ def main(argv):
     if parsed is None:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    directory, cap, keep_file = parsed
+    directory, cap, keep_file, metrics_file = parsed
     if not cap.isdigit():
         print(f"MAX_BYTES must be a whole number of bytes, not {cap!r}", file=sys.stderr)
         return 2
@@ -115,6 +152,8 @@ def main(argv):
             f"({keep_file}): the cache was {over} bytes over the cap without any other file; llama-server sends "
             "their bytes at the next load. Raise the cap or give the worker a smaller share of the model"
         )
+    if metrics_file:
+        write_metrics(metrics_file, directory, max_bytes)
     return 0
 
 

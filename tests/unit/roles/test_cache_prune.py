@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[3] / "roles/llama_rpc_worker/files/llamarpc_cache_prune.py"
@@ -94,4 +97,36 @@ def test_a_missing_keep_file_keeps_nothing_and_says_so(tmp_path, capsys):
 def test_an_incomplete_command_line_prints_the_usage(tmp_path, capsys):
     for argv in (["prune", str(tmp_path)], ["prune", str(tmp_path), "1", "--keep"], ["prune", "a", "1", "2"]):
         assert prune_mod.main(argv) == 2
-        assert "Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES [--keep FILE]" in capsys.readouterr().err
+        assert (
+            "Usage: llamarpc_cache_prune.py DIRECTORY MAX_BYTES [--keep FILE] [--metrics FILE]"
+            in capsys.readouterr().err
+        )
+
+
+def test_metrics_give_the_cache_after_the_pruning_as_the_worker_installs_it(tmp_path):
+    """The pruner as the role installs it (beside _textfile.py and _atomic.py), in a child process."""
+    root = SCRIPT.parents[3]
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for source in (
+        SCRIPT,
+        root / "plugins/module_utils/metrics/_textfile.py",
+        root / "plugins/module_utils/files/_atomic.py",
+    ):
+        shutil.copy(source, lib / source.name)
+    cache = tmp_path / "rpc"
+    cache.mkdir()
+    make(cache, "00000000000000aa", 400, 1000)
+    make(cache, "00000000000000bb", 300, 2000)
+    metrics = tmp_path / "tensor_cache.prom"
+    done = subprocess.run(
+        [sys.executable, "-I", str(lib / SCRIPT.name), str(cache), "500", "--metrics", str(metrics)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0 and not done.stderr, done
+    text = metrics.read_text()
+    assert "llamarpc_tensor_cache_bytes 300\n" in text and "llamarpc_tensor_cache_files 1\n" in text
+    assert "llamarpc_tensor_cache_max_bytes 500\n" in text

@@ -43,6 +43,7 @@ def test_each_kind_of_file_has_the_label_of_what_its_change_calls_for():
         "/etc/cluster.env": "plan",
         "/lib/llamarpc_supervisor.py": "code",
         "/lib/_rpc_protocol.py": "code",
+        "/lib/_textfile.py": "code",
         "/lib/_cluster_plan.py": "code",
         "/lib/_atomic.py": "code",
         "/etc/systemd/system/svc.service": "units",

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / sub) for sub in ("rpc", "plan", "files")]
+sys.path[:0] = [str(ROOT / "plugins" / "module_utils" / sub) for sub in ("rpc", "plan", "files", "metrics")]
 SPEC = importlib.util.spec_from_file_location(
     "llamarpc_supervisor", ROOT / "roles" / "llama_coordinator" / "files" / "llamarpc_supervisor.py"
 )
@@ -85,7 +85,7 @@ def world(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(
         supervisor,
         "probe_all",
-        lambda endpoints, timeout: {e: "refused" if e in state["down"] else "ready" for e in endpoints},
+        lambda endpoints, timeout, protocols=None: {e: "refused" if e in state["down"] else "ready" for e in endpoints},
     )
     # serving: True (200, loaded), False (nothing answers) or an HTTP status (503 while llama-server loads).
     monkeypatch.setattr(
@@ -288,7 +288,9 @@ def test_wait_returns_at_once_successfully_when_the_plan_has_no_worker(tmp_path)
 
 def test_wait_still_waits_for_the_workers_of_a_distributed_plan(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LLAMARPC_RPC", "10.0.0.2:50052")
-    monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: dict.fromkeys(endpoints, "refused"))
+    monkeypatch.setattr(
+        supervisor, "probe_all", lambda endpoints, timeout, protocols=None: dict.fromkeys(endpoints, "refused")
+    )
     assert supervisor.main(["wait", "--timeout", "0"]) == 1
     assert "gave up" in capsys.readouterr().err
 
@@ -302,7 +304,9 @@ def local_world(tmp_path, world):
 
 def test_check_on_a_local_plan_returns_at_once_and_probes_nothing(local_world, monkeypatch):
     probed = []
-    monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: probed.append(endpoints) or {})
+    monkeypatch.setattr(
+        supervisor, "probe_all", lambda endpoints, timeout, protocols=None: probed.append(endpoints) or {}
+    )
     local_world["down"].add("10.0.0.3:50052")  # an idle worker down: no business of a local plan
     local_world["now"] += 1000
     record = local_world["check"]()
@@ -366,7 +370,9 @@ def test_a_worker_that_llama_server_holds_is_serving_even_when_health_is_slow(wo
     probe of such a worker could only time out in its backlog. The old check probed them, found them down and re-planned
     around a worker that was serving; they stay serving, and nothing is restarted."""
     world["serving"] = False
-    monkeypatch.setattr(supervisor, "probe_all", lambda endpoints, timeout: dict.fromkeys(endpoints, "timeout"))
+    monkeypatch.setattr(
+        supervisor, "probe_all", lambda endpoints, timeout, protocols=None: dict.fromkeys(endpoints, "timeout")
+    )
     for _round in range(5):
         record = world["check"]()
         world["now"] += 25
@@ -407,7 +413,7 @@ def test_a_new_deployment_drops_the_re_plan_of_the_plan_it_replaced(tmp_path, wo
 
 
 def test_an_unexpected_error_is_a_verdict_and_a_line_not_a_traceback(world, monkeypatch, capsys):
-    def broken(endpoints, timeout):
+    def broken(endpoints, timeout, protocols=None):
         raise RuntimeError("can't start new thread")
 
     monkeypatch.setattr(supervisor, "probe_all", broken)
@@ -478,3 +484,54 @@ def test_a_replan_keeps_the_draftless_speculation_and_drops_a_draft_whose_worker
     # A draft on a worker that stays up stays there, on its device in the re-plan's order.
     assert supervisor.speculation_without({"speculative": speculative}, {"n1"})["draft_device"] == "n3"
     assert supervisor.speculation_without({}, {"n1"}) is None
+
+
+def test_each_check_writes_the_workers_the_plan_and_the_replans_for_node_exporter(world, tmp_path):
+    metrics = tmp_path / "textfile" / "llamarpc_supervisor.prom"
+    metrics.parent.mkdir()
+    paths = ["--plan", str(tmp_path / "plan.json"), "--override", str(world["override"])]
+    paths += ["--plan-in-force", str(tmp_path / "p.json"), "--state", str(world["state_file"])]
+
+    def check():
+        assert supervisor.main([*paths, "--metrics", str(metrics), "check"]) == 0
+        return supervisor.textfile.parse(metrics.read_text())
+
+    found = check()
+    assert found["llamarpc_worker_up"] == [({"worker": f"n{i}"}, 1.0) for i in (1, 2, 3)]
+    assert found["llamarpc_plan_workers"] == [({}, 3.0)]
+    assert found["llamarpc_replans_total"] == [({}, 0.0)]
+    assert "llamarpc_worker_down_since_timestamp_seconds" not in found
+    world["down"].add("10.0.0.3:50052")
+    found = check()
+    assert ({"worker": "n3"}, 0.0) in found["llamarpc_worker_up"]
+    assert found["llamarpc_worker_down_since_timestamp_seconds"] == [({"worker": "n3"}, 1000.0)]
+    world["now"] += 30
+    check()
+    world["now"] += 5
+    found = check()  # the re-plan without n3
+    assert found["llamarpc_replans_total"] == [({}, 1.0)]
+    assert found["llamarpc_plan_workers"] == [({}, 2.0)] and found["llamarpc_plan_replanned"] == [({}, 1.0)]
+    assert [labels["worker"] for labels, _value in found["llamarpc_plan_worker_layers"]] == ["n1", "n2"]
+    world["down"].clear()
+    found = check()  # restored: the count stays, the deployed plan is in force again
+    assert found["llamarpc_replans_total"] == [({}, 1.0)] and found["llamarpc_plan_workers"] == [({}, 3.0)]
+    assert found["llamarpc_supervisor_verdict_info"] == [({"verdict": "restored"}, 1.0)]
+
+
+def test_without_the_textfile_directory_the_check_still_works(world, tmp_path, capsys):
+    paths = ["--plan", str(tmp_path / "plan.json"), "--state", str(world["state_file"])]
+    missing = tmp_path / "nowhere" / "x.prom"
+    assert supervisor.main([*paths, "--override", str(world["override"]), "--metrics", str(missing), "check"]) == 0
+    assert "does not exist" in capsys.readouterr().err and not missing.exists()
+
+
+def test_the_protocol_a_worker_announced_is_kept_while_it_serves():
+    result = type("R", (), {"state": "ready", "protocol": "3.0.0"})()
+    protocols = {}
+    original = supervisor.rpc.probe
+    try:
+        supervisor.rpc.probe = lambda host, port, timeout, connect_timeout: result
+        assert supervisor.probe_all(["10.0.0.1:50052"], 1.0, protocols) == {"10.0.0.1:50052": "ready"}
+    finally:
+        supervisor.rpc.probe = original
+    assert protocols == {"10.0.0.1:50052": "3.0.0"}

@@ -261,3 +261,21 @@ def test_a_draft_of_another_vocabulary_is_refused_before_any_change(run_module, 
         f"the draft model {other} cannot draft for the model: the tokenizers differ: the model's is 'llama', the "
         "draft's 'gpt2'"
     )
+
+
+def test_a_hosts_reserve_for_monitoring_is_planned_without(run_module, model):
+    """Prometheus' and node exporter's memory caps (reserve) are taken from the host's available memory: a worker
+    that fits without them does not with them, and the coordinator's own room shrinks the same way."""
+    args = {"model_path": model["files"][0]["path"], "workers": workers(4, 1), "ctx_size": 512, "strategy": "all"}
+    both = run_module(llama_cluster_plan, args).result
+    assert [row["name"] for row in both["plan"]["workers"]] == ["n1", "n2"], both
+    reserved = run_module(llama_cluster_plan, {**args, "reserve": {"n2": 600 << 20}}).result
+    assert [row["name"] for row in reserved["plan"]["workers"]] == ["n1"], reserved
+    assert [row["mem_available"] for row in reserved["workers"]][1] < GIB
+    local = {"model_path": model["files"][0]["path"], "workers": workers(4, 4), "ctx_size": 512, "coordinator": "c"}
+    figures = {"available": int(2.9 * GIB), "total": 8 * GIB}
+    assert run_module(llama_cluster_plan, {**local, "coordinator_memory": figures}).result["plan"]["local"] is True
+    tight = {**local, "coordinator_memory": figures, "reserve": {"c": int(2.2 * GIB)}}
+    assert run_module(llama_cluster_plan, tight).result["plan"]["local"] is False
+    bad = run_module(llama_cluster_plan, {**args, "reserve": {"n2": "lots"}})
+    assert bad.failed and "reserve maps host names to bytes" in bad.result["msg"]
