@@ -16,6 +16,7 @@ APT_PACKAGES=(systemd-container debootstrap iproute2 nftables e2fsprogs openssh-
               nginx-light   # nginx: a real HTTP server with Range, for the shard download tests (loopback only)
               openssh-sftp-server  # the real sftp-server, over a pipe, for the SFTP range reader's tests
               shellcheck    # ansible-test sanity skips its shellcheck test, with only a warning, when it is missing
+              prometheus    # promtool: the monitoring role's alert rules and generated configuration are tested with it
               acct)         # process accounting: `make test` reports where the machine's CPU went (tools/cpu_account.sh)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -33,6 +34,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # acct's own service would account every process from the next boot on: only `make test` turns accounting on.
   if [[ " ${missing[*]} " == *" acct "* ]] && command -v systemctl > /dev/null; then
     systemctl disable acct.service > /dev/null 2>&1 || true
+  fi
+  # Only promtool is wanted from prometheus: its server must not start at the next boot (it listens on every address).
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl > /dev/null; then
+    systemctl disable prometheus.service > /dev/null 2>&1 || true
   fi
 fi
 

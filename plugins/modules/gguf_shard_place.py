@@ -85,6 +85,13 @@ options:
     type: str
     choices: [quick, full]
     default: quick
+  metrics_file:
+    description:
+      - A C(.prom) file in node exporter's textfile directory that gets each held shard's last verification - its
+        time, its result (C(llamarpc_shard_verify_ok)) and how often it was found corrupt. Shards not hashed in this
+        run keep their last record. Written whole (temporary file and rename) when not in check mode; writing it is no
+        change of the host. Omitted - no metrics.
+    type: path
   timeout:
     description: Socket timeout of each HTTP request in seconds.
     type: int

@@ -65,6 +65,7 @@ PLACE = {
     "drop": {"type": "list", "elements": "str", "default": []},
     "hf_token": {"type": "str", "no_log": True},
     "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
+    "metrics_file": {"type": "path"},
     "timeout": {"type": "int", "default": 60},
     "retries": {"type": "int", "default": 5},
     "validate_certs": {"type": "bool", "default": True},

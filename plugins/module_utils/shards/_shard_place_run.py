@@ -18,6 +18,7 @@ import shutil
 import stat
 import time
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.metrics import _shard_metrics
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch, _shard_record
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import human
 
@@ -105,6 +106,7 @@ class Placement:
             if self.result["fetched"]:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.progress_path)
+            self.write_metrics()
         return self.result
 
     def prune(self):
@@ -137,6 +139,19 @@ class Placement:
         if record != self.record and not self.check and os.path.isdir(self.model_dir):
             _shard_record.write(self.model_dir, record)
         self.record = record
+
+    def write_metrics(self):
+        """Each held shard's last verification into O(metrics_file): a new download was hashed as it came in."""
+        path = self.params.get("metrics_file")
+        if not path:
+            return
+        held = [shard["name"] for shard in self.params["shards"]]
+        fetched = [item["name"] for item in self.result["fetched"]]
+        good = [name for name in held if name in self.result["verified"] or name in fetched]
+        try:
+            _shard_metrics.write(path, held, good, self.result["refetched"], time.time())
+        except (OSError, ValueError) as exc:
+            self.module.warn(f"shard metrics not written to {path}: {exc}")
 
     def save_manifest(self):
         if self.manifest != self.saved and os.path.isdir(self.model_dir):

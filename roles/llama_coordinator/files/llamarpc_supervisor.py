@@ -235,6 +235,38 @@ def restart(service):
     subprocess.run(["systemctl", "restart", service], check=False)
 
 
+def started_at(service):
+    """When llama-server's main process started (systemd's monotonic clock, microseconds), None when not running."""
+    shown = subprocess.run(
+        ["systemctl", "show", "--property=ExecMainStartTimestampMonotonic", "--value", service],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        return int(shown.stdout.strip() or 0) or None
+    except ValueError:
+        return None
+
+
+def last_load(recorded, start, loaded, monotonic):
+    """The last load, as the state keeps it (``start``, ``loading``, ``seconds``, ``finished_at``, ``checked``): a start
+    that a check saw loading (/health not 200 yet), or that came after the previous check, gets its seconds at the
+    first check that finds it serving - at most one check interval late. A start that came before the previous check
+    and was never seen loading (the supervisor was not watching) keeps the last measured load."""
+    load = dict(recorded.get("load") or {})
+    previous_check = load.get("checked")
+    load["checked"] = monotonic
+    if start is None:
+        return load
+    if load.get("start") != start:
+        watched = previous_check is not None and start / 1e6 >= previous_check
+        load.update(start=start, loading=watched or not loaded)
+    if loaded and load.get("loading"):
+        load.update(loading=False, seconds=round(max(0.0, monotonic - start / 1e6), 1), finished_at=time.time())
+    return load
+
+
 def observe(config, args, recorded, now):
     """What runs now, read-only: llama-server listening or not, each worker's state, and since when each worker that
     is down now has been down (from the recorded state; ``now`` for a worker first seen down)."""
@@ -328,8 +360,10 @@ def bare_record(now, verdict, message, replans=0):
 def check_local(args, config, now):
     """The deployed plan is local and no re-plan is in force: no worker to probe, nothing to re-plan or restore."""
     replans = int((read_json(args.state, {}) or {}).get("replans", 0))
+    recorded = read_json(args.state, {}) or {}
     record = bare_record(now, "local", "local plan: no RPC worker to watch, nothing to re-plan", replans)
     record["serving"] = listening(config["url"]) == 200
+    record["load"] = last_load(recorded, started_at(config["service"]), record["serving"], time.monotonic())
     write_state(args, record, config["plan"])
     return 0
 
@@ -341,6 +375,7 @@ def metric_families(record, plan):
     workers = record.get("workers") or {}
     down_since = record.get("down_since") or {}
     rows = (plan or {}).get("workers") or []
+    load = record.get("load") or {}
     family = textfile.family
     return [
         family(
@@ -398,6 +433,18 @@ def metric_families(record, plan):
             [({}, record.get("serving") is True or record.get("loaded") is True)],
         ),
         family(
+            "llamarpc_server_load_seconds",
+            "gauge",
+            "How long llama-server's last load took, from its start to /health 200 (at most one check interval late).",
+            [({}, load["seconds"])] if load.get("seconds") is not None else [],
+        ),
+        family(
+            "llamarpc_server_load_finished_timestamp_seconds",
+            "gauge",
+            "When llama-server's last measured load ended (Unix time).",
+            [({}, load["finished_at"])] if load.get("finished_at") is not None else [],
+        ),
+        family(
             "llamarpc_supervisor_last_check_timestamp_seconds",
             "gauge",
             "When the supervisor's last check ran (Unix time).",
@@ -446,7 +493,9 @@ def cmd_check(args):
         return 0
     if not endpoints_of(config["plan"]["rpc"]) and not os.path.exists(args.override):
         return check_local(args, config, now)
-    seen = observe(config, args, read_json(args.state, {"down_since": {}}), now)
+    recorded = read_json(args.state, {"down_since": {}})
+    seen = observe(config, args, recorded, now)
+    seen["load"] = last_load(recorded, started_at(config["service"]), seen["loaded"], time.monotonic())
     names, states, down_since = seen["names"], seen["states"], seen["down_since"]
     override, current, connected = seen["override"], seen["current"], seen["connected"]
     long_down = sorted(
@@ -493,6 +542,7 @@ def cmd_check(args):
     seen["override"] = os.path.exists(args.override)
     record = state_record(seen, now, verdict, message)
     record["loaded"] = seen["loaded"]
+    record["load"] = seen["load"]
     write_state(args, record, seen["in_force"])
     return 0
 

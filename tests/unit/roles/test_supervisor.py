@@ -95,6 +95,8 @@ def world(tmp_path, monkeypatch, capsys):
         supervisor, "established_peers", lambda: {f"10.0.0.{i}:50052" for i in (1, 2, 3)} - state["down"]
     )
     monkeypatch.setattr(supervisor, "restart", lambda service: state.__setitem__("restarts", state["restarts"] + 1))
+    monkeypatch.setattr(supervisor, "started_at", lambda service: state.get("started"))
+    monkeypatch.setattr(supervisor.time, "monotonic", lambda: state["now"] - 500.0)
     monkeypatch.setattr(supervisor.time, "time", lambda: state["now"])
     paths = [
         "--plan",
@@ -535,3 +537,30 @@ def test_the_protocol_a_worker_announced_is_kept_while_it_serves():
     finally:
         supervisor.rpc.probe = original
     assert protocols == {"10.0.0.1:50052": "3.0.0"}
+
+
+def test_a_load_the_supervisor_watched_gets_its_seconds(world, tmp_path):
+    """Seen loading (503) at one check and serving at the next: the seconds from the unit's start; a start first seen
+    serving keeps the last measured load."""
+    metrics = tmp_path / "m.prom"
+    paths = ["--plan", str(tmp_path / "plan.json"), "--override", str(world["override"])]
+    paths += ["--plan-in-force", str(tmp_path / "p.json"), "--state", str(world["state_file"]), "--metrics", str(metrics)]
+    world["started"] = int((world["now"] - 500.0 - 3.0) * 1e6)  # started 3 s before this check (monotonic)
+    world["serving"] = 503
+    assert supervisor.main([*paths, "check"]) == 0
+    assert "llamarpc_server_load_seconds" not in supervisor.textfile.parse(metrics.read_text())
+    world["now"] += 40
+    world["serving"] = True
+    assert supervisor.main([*paths, "check"]) == 0
+    found = supervisor.textfile.parse(metrics.read_text())
+    assert found["llamarpc_server_load_seconds"] == [({}, 43.0)]
+    assert found["llamarpc_server_load_finished_timestamp_seconds"] == [({}, world["now"])]
+    world["started"] += 100 * 10**6  # restarted 57 s after that check, first seen serving 143 s later: an upper bound
+    world["now"] += 200
+    assert supervisor.main([*paths, "check"]) == 0
+    assert supervisor.textfile.parse(metrics.read_text())["llamarpc_server_load_seconds"] == [({}, 143.0)]
+    world["state_file"].unlink()  # no previous check (a new supervisor): a start first seen serving is not measured
+    world["started"] += 100 * 10**6
+    world["now"] += 200
+    assert supervisor.main([*paths, "check"]) == 0
+    assert "llamarpc_server_load_seconds" not in supervisor.textfile.parse(metrics.read_text())

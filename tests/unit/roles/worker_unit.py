@@ -30,6 +30,10 @@ DEFAULTS = {
     "_llama_rpc_worker_verify": "/usr/local/lib/llamarpc/llamarpc_cache_verify.py",
     "_llama_rpc_worker_hasher": "/usr/local/lib/llamarpc/llamarpc-fnv1a",
     "_llama_rpc_worker_keep_file": "/var/cache/llamarpc/rpc-worker/seeded-tensors",
+    "_llama_rpc_worker_prune_args": "/var/cache/llamarpc/rpc-worker/rpc 21474836480 "
+    "--keep /var/cache/llamarpc/rpc-worker/seeded-tensors",
+    "llama_rpc_worker_metrics_dir": "",
+    "llama_rpc_worker_metrics_group": "llamarpc-metrics",
 }
 
 

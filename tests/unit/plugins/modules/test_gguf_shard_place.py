@@ -17,6 +17,7 @@ import threading
 
 import pytest
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.metrics import _textfile
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_fetch as sf
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_place_run as place_run
 from ansible_collections.llamarpc.cluster.plugins.modules import gguf_shard_facts, gguf_shard_place
@@ -534,3 +535,33 @@ def test_a_repair_sidecar_makes_the_shard_hashed_whatever_the_manifest_says(run_
     assert outcome.result["verified"] == [NAME] and not os.path.exists(str(path) + sf.REPAIR)
     assert outcome.result["actions"] == [f"remove {NAME}{sf.REPAIR} (the shard verifies)"]
     assert run_module(gguf_shard_place, args).result["verified"] == []
+
+
+def test_each_shards_last_verification_goes_to_its_metrics_file(run_module, server, tmp_path):
+    """A fetched shard counts as verified; a quick rerun that hashes nothing keeps the record; a corruption found by a
+    full verification shows as result 0 and one more in the count, a whole shard again as 1; check mode writes
+    nothing; writing the metrics is no change."""
+    metrics = tmp_path / "llamarpc_shards.prom"
+    args = apply_args(tmp_path, [shard(server)], metrics_file=str(metrics))
+    run_module(gguf_shard_place, args, check_mode=True)
+    assert not metrics.exists()
+    run_module(gguf_shard_place, args)
+
+    def found():
+        return {name: samples for name, samples in _textfile.parse(metrics.read_text()).items()}
+
+    first = found()
+    assert first["llamarpc_shard_verify_ok"] == [({"shard": NAME}, 1.0)]
+    assert first["llamarpc_shard_corrupt_found_total"] == [({"shard": NAME}, 0.0)]
+    quick = run_module(gguf_shard_place, args)
+    assert not quick.result["changed"] and found() == first  # nothing hashed: the last verification stands
+    path = tmp_path / "models" / NAME
+    path.chmod(0o644)
+    path.write_bytes(b"z" * len(DATA))
+    run_module(gguf_shard_place, {**args, "verify": "full"})
+    corrupt = found()
+    assert corrupt["llamarpc_shard_verify_ok"] == [({"shard": NAME}, 0.0)]
+    assert corrupt["llamarpc_shard_corrupt_found_total"] == [({"shard": NAME}, 1.0)]
+    again = run_module(gguf_shard_place, {**args, "verify": "full"})
+    assert not again.result["changed"] and found()["llamarpc_shard_verify_ok"] == [({"shard": NAME}, 1.0)]
+    assert found()["llamarpc_shard_corrupt_found_total"] == [({"shard": NAME}, 1.0)]
