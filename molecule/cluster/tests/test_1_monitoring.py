@@ -98,7 +98,9 @@ def test_a_stopped_worker_shows_down_and_its_alert_fires():
     node5 = lab("node5")
     node5.run_expect([0], f"systemctl stop {WORKER}")
     try:
-        assert wait_for(lambda: query('llamarpc_worker_up{worker="node5"} == 0'), interval=2), query("llamarpc_worker_up")
+        assert wait_for(lambda: query('llamarpc_worker_up{worker="node5"} == 0'), interval=2), query(
+            "llamarpc_worker_up"
+        )
         fired = wait_for(lambda: [a for a in firing("WorkerDown") if a.get("worker") == "node5"], interval=2)
         assert fired and fired[0]["host"] == "node1", prometheus("/api/v1/alerts")
         assert query('llamarpc_worker_down_since_timestamp_seconds{worker="node5"}')
@@ -124,8 +126,9 @@ def test_every_dashboard_panel_has_data():
 
 
 def test_a_shard_corrupted_where_only_verify_full_looks_shows_in_its_metric():
-    """Bytes of a shard on a worker overwritten with its size and mtime kept: a quick verification passes it, verify:
-    full finds it, repairs it, and llamarpc_shard_verify_ok says 0 (ShardCorrupt fires); the next full verification 1."""
+    """Bytes of a shard on a host overwritten with its size and mtime kept: a quick verification passes it, verify:
+    full finds it, repairs it, and llamarpc_shard_verify_ok says 0 (ShardCorrupt fires); the next full verification
+    says 1."""
     placed = {}
     for name in sorted(inventory_hosts()):
         found = query(f'llamarpc_shard_verify_ok{{host="{name}"}}')

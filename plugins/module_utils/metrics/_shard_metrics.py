@@ -34,12 +34,25 @@ def families(previous_text, held, verified, corrupt, now):
     order = [shard for shard in held if shard in stamps]
     family = _textfile.family
     return [
-        family(VERIFIED, "gauge", "When the shard was last hashed against its sha256 (Unix time).",
-               [({"shard": s}, stamps[s]) for s in order]),  # fmt: skip
-        family(OK, "gauge", "1 when the shard's last verification found it whole, 0 when it found it corrupt "
-               "(then repaired or fetched again).", [({"shard": s}, int(results.get(s, 1))) for s in order]),  # fmt: skip
-        family(CORRUPT, "counter", "Verifications that found the shard corrupt.",
-               [({"shard": s}, int(counts.get(s, 0))) for s in held]),  # fmt: skip
+        family(
+            VERIFIED,
+            "gauge",
+            "When the shard was last hashed against its sha256 (Unix time).",
+            [({"shard": s}, stamps[s]) for s in order],
+        ),  # fmt: skip
+        family(
+            OK,
+            "gauge",
+            "1 when the shard's last verification found it whole, 0 when it found it corrupt "
+            "(then repaired or fetched again).",
+            [({"shard": s}, int(results.get(s, 1))) for s in order],
+        ),  # fmt: skip
+        family(
+            CORRUPT,
+            "counter",
+            "Verifications that found the shard corrupt.",
+            [({"shard": s}, int(counts.get(s, 0))) for s in held],
+        ),  # fmt: skip
     ]
 
 

@@ -18,7 +18,17 @@ import re
 from ansible_collections.llamarpc.cluster.plugins.module_utils.mesh import _mesh, _tailscale
 
 # Variable name prefixes of the collection: a variable with one of them that the collection does not know is a typo.
-PREFIXES = ("llama_", "llamarpc_", "tailscale_", "wireguard_", "open_webui_", "lsyncd_", "sshfs_", "mesh_", "monitoring_")
+PREFIXES = (
+    "llama_",
+    "llamarpc_",
+    "tailscale_",
+    "wireguard_",
+    "open_webui_",
+    "lsyncd_",
+    "sshfs_",
+    "mesh_",
+    "monitoring_",
+)
 
 # The three model sources of the llama_model role, exactly one of which must be set.
 MODEL_SOURCES = ("llama_model_hf_repo", "llama_model_urls", "llama_model_files")

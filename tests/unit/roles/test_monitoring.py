@@ -110,7 +110,11 @@ def test_the_generated_configuration_passes_promtool_check_config(tmp_path):
     rc, out = promtool("check", "config", str(tmp_path / "prometheus.yml"))
     assert rc == 0, out
     node, server = config["scrape_configs"]
-    assert [item["targets"] for item in node["static_configs"]] == [["10.0.0.1:9100"], ["10.0.0.2:9100"], ["192.168.1.3:9100"]]
+    assert [item["targets"] for item in node["static_configs"]] == [
+        ["10.0.0.1:9100"],
+        ["10.0.0.2:9100"],
+        ["192.168.1.3:9100"],
+    ]
     assert [item["labels"]["host"] for item in node["static_configs"]] == ["node1", "node2", "node3"]
     assert server["authorization"] == {"type": "Bearer", "credentials_file": str(token)}
     assert "secret" not in yaml.safe_dump(config)

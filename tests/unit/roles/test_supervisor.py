@@ -544,7 +544,14 @@ def test_a_load_the_supervisor_watched_gets_its_seconds(world, tmp_path):
     serving keeps the last measured load."""
     metrics = tmp_path / "m.prom"
     paths = ["--plan", str(tmp_path / "plan.json"), "--override", str(world["override"])]
-    paths += ["--plan-in-force", str(tmp_path / "p.json"), "--state", str(world["state_file"]), "--metrics", str(metrics)]
+    paths += [
+        "--plan-in-force",
+        str(tmp_path / "p.json"),
+        "--state",
+        str(world["state_file"]),
+        "--metrics",
+        str(metrics),
+    ]
     world["started"] = int((world["now"] - 500.0 - 3.0) * 1e6)  # started 3 s before this check (monotonic)
     world["serving"] = 503
     assert supervisor.main([*paths, "check"]) == 0
