@@ -127,3 +127,40 @@ def test_a_cluster_without_api_key_or_coordinator_gets_no_authorization_or_serve
     bare = prometheus_config(["node1"], HOSTVARS, llama_server={"host": "node1", "port": 8080, "token_file": ""})
     assert "authorization" not in bare["scrape_configs"][1]
     assert [job["job_name"] for job in prometheus_config(["node1"], HOSTVARS)["scrape_configs"]] == ["node"]
+
+
+DASHBOARD = ROLE / "files/grafana/llamarpc-cluster.json"
+
+
+def test_every_dashboard_query_parses_and_names_known_metrics(tmp_path):
+    """Each panel's PromQL as a recording rule under promtool check rules (a query that does not parse fails), and
+    each llamarpc_* metric it names is one docs/monitoring.md lists (a renamed metric leaves no panel behind)."""
+    import json  # noqa: PLC0415 - this test only
+
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    rules = {
+        "groups": [{"name": "dashboard", "rules": [{"record": f"panel:q{i}", "expr": e} for i, e in enumerate(exprs)]}]
+    }
+    (tmp_path / "dashboard.yml").write_text(yaml.safe_dump(rules))
+    rc, out = promtool("check", "rules", str(tmp_path / "dashboard.yml"))
+    assert rc == 0, out
+    documented = set(re.findall(r"`(llamarpc_[a-z_]+)`", (ROLE.parents[1] / "docs/monitoring.md").read_text()))
+    used = set(re.findall(r"\bllamarpc_[a-z_]+", " ".join(exprs)))
+    assert used and used <= documented, sorted(used - documented)
+    titles = " ".join(panel["title"] for panel in panels).lower()
+    for topic in ("serving", "prompt", "generation", "requests", "worker", "memory", "load", "cache", "disk"):
+        assert topic in titles, topic
+
+
+def test_every_metric_the_collection_writes_is_in_the_metrics_table():
+    root = ROLE.parents[1]
+    writers = [
+        root / "roles/llama_coordinator/files/llamarpc_supervisor.py",
+        root / "roles/llama_rpc_worker/files/llamarpc_cache_prune.py",
+        root / "plugins/module_utils/metrics/_shard_metrics.py",
+    ]
+    written = {name for path in writers for name in re.findall(r'"(llamarpc_[a-z_]+)"', path.read_text())}
+    table = (root / "docs/monitoring.md").read_text()
+    documented = set(re.findall(r"^\| `(llamarpc_[a-z_]+)` \|", table, flags=re.MULTILINE))
+    assert len(written) >= 20 and written == documented, (sorted(written - documented), sorted(documented - written))
