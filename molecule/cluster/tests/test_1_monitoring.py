@@ -65,7 +65,8 @@ def test_prometheus_scrapes_every_host_and_llama_server_on_the_mesh_addresses():
     for unit in ("prometheus.service", "prometheus-node-exporter.service"):  # Debian's: every address
         assert node1.run(f"systemctl is-active {unit}").stdout.strip() != "active", unit
     # The coordinator's SSHFS mounts are watched (Debian's node exporter leaves /mnt out by default).
-    assert query('node_filesystem_device_error{host="node1", fstype="fuse.sshfs"} == 0'), query("node_filesystem_device_error")
+    sshfs = 'node_filesystem_device_error{host="node1", fstype="fuse.sshfs"}'
+    assert query(sshfs + " == 0"), query("node_filesystem_device_error")
     key_file = node1.file("/etc/llamarpc/prometheus/llama-server.token")
     assert (key_file.user, key_file.mode) == ("prometheus", 0o400)
     assert API_KEY not in node1.check_output("cat /etc/llamarpc/prometheus/prometheus.yml")
