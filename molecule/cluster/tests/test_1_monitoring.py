@@ -97,7 +97,7 @@ def test_llama_servers_token_counters_increase_after_a_completion():
 
 def test_a_stopped_worker_shows_down_and_its_alert_fires():
     """node5 stopped: llamarpc_worker_up{worker="node5"} 0 and WorkerDown firing (the scenario's for: is short); then
-    started again, up and no alert. The supervisor re-plans and restores meanwhile (its own test is test_2_heal's)."""
+    started again, up and no alert. What the supervisor does meanwhile is test_2_heal's to test."""
     node5 = lab("node5")
     node5.run_expect([0], f"systemctl stop {WORKER}")
     try:
@@ -112,9 +112,9 @@ def test_a_stopped_worker_shows_down_and_its_alert_fires():
     assert wait_for(lambda: query('llamarpc_worker_up{worker="node5"} == 1'), interval=2), supervisor()
     assert wait_for(lambda: not [a for a in firing("WorkerDown") if a.get("worker") == "node5"], interval=2)
     assert wait_serving(EVENTUALLY) is not None
-    # The re-plan and the restore restarted llama-server under the supervisor's eyes: it measured the loads.
+    # The supervisor restarted llama-server under its own eyes (a re-plan and its restore, or a reconnect when node5
+    # came back first): it measured that load.
     assert wait_for(lambda: query("llamarpc_server_load_seconds"), interval=2), supervisor()
-    assert query("llamarpc_replans_total")[0][1] >= 1
 
 
 def test_every_dashboard_panel_has_data():
@@ -170,5 +170,7 @@ def test_node_exporter_refuses_every_host_but_prometheus():
     try:
         assert tcp("node2", "node3", EXPORTER_PORT) == "connected"
     finally:
-        node3.run_expect([0], "systemctl reload llamarpc-node-exporter-firewall.service")
+        # The unit's own ExecReload, without systemd (a reload right after another unit's start can fail with
+        # 219/CGROUP on a loaded lab host).
+        node3.run_expect([0], "nft --file /etc/llamarpc/node-exporter.nft")
     assert tcp("node2", "node3", EXPORTER_PORT) == "refused"
