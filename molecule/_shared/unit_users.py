@@ -16,6 +16,11 @@ ROOT_UNITS = {
         "loads the worker's nftables rules: CAP_NET_ADMIN in the host's network namespace, nothing else",
         frozenset({"cap_net_admin"}),
     ),
+    "llamarpc-node-exporter-firewall.service": (
+        "loads node exporter's nftables rules (only Prometheus may scrape): CAP_NET_ADMIN in the host's network "
+        "namespace, nothing else",
+        frozenset({"cap_net_admin"}),
+    ),
     "llamarpc-sshfs-<mount>.service": (
         "mounts FUSE with allow_other at the coordinator's mount root with the root-only key of /etc/llamarpc/sshfs: "
         "CAP_SYS_ADMIN only",

@@ -64,7 +64,7 @@ options:
     description: A variable whose name starts with one of these must be known.
     type: list
     elements: str
-    default: [llama_, llamarpc_, tailscale_, wireguard_, open_webui_, lsyncd_, sshfs_, mesh_]
+    default: [llama_, llamarpc_, tailscale_, wireguard_, open_webui_, lsyncd_, sshfs_, mesh_, monitoring_]
 extends_documentation_fragment: [llamarpc.cluster.attributes, llamarpc.cluster.attributes.check_no_diff]
 attributes:
   check_mode:
