@@ -548,7 +548,7 @@ def test_each_shards_last_verification_goes_to_its_metrics_file(run_module, serv
     run_module(gguf_shard_place, args)
 
     def found():
-        return {name: samples for name, samples in _textfile.parse(metrics.read_text()).items()}
+        return _textfile.parse(metrics.read_text())
 
     first = found()
     assert first["llamarpc_shard_verify_ok"] == [({"shard": NAME}, 1.0)]
