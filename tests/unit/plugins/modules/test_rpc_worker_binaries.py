@@ -95,9 +95,9 @@ def test_a_server_whose_help_fails_fails(run_module, bins, monkeypatch):
 def test_a_helper_that_hashes_otherwise_fails_on_every_run(run_module, bins, tmp_path):
     server, _src, dest, _calls = bins
     wrong = script(tmp_path / "bin" / "wrong-fnv1a", HELPER.format(offset=RIGHT + 1))
-    for _ in range(2):
+    for attempt in range(2):
         result = run_module(rpc_worker_binaries, args(server, wrong, dest))
-        assert result.failed
+        assert result.failed, f"run {attempt + 1}"
         assert result.result["msg"].startswith(f"{dest} does not hash as llama.cpp does: the FNV-1a 64 of 'foobar' is")
 
 
