@@ -1,6 +1,6 @@
-"""managed_files, systemd_units, gguf_shard_check, llama_server_check and llama_server_serving: DOCUMENTATION says
-what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and RETURN are YAML (what
-ansible-test sanity's validate-modules checks)."""
+"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving and tensor_cache_hashes:
+DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
+RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _man
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_serving
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_hashes
 from ansible_collections.llamarpc.cluster.plugins.modules import (
     gguf_shard_check,
     llama_server_check,
     llama_server_serving,
     managed_files,
     systemd_units,
+    tensor_cache_hashes,
 )
 
 MODULES = [
@@ -25,6 +27,7 @@ MODULES = [
     (gguf_shard_check, _shard_check.ARGUMENT_SPEC),
     (llama_server_check, _llama_server_check.ARGUMENT_SPEC),
     (llama_server_serving, _llama_serving.ARGUMENT_SPEC),
+    (tensor_cache_hashes, _tensor_hashes.ARGUMENT_SPEC),
 ]
 
 
