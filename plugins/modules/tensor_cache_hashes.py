@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: tensor_cache_hashes
 short_description: Decide llama-server's tensor hashes file - from verified seeded bytes, never stale
-version_added: 0.4.0
+version_added: 0.3.0
 description:
   - The coordinator's file for C(llama-server --rpc-tensor-hashes) (env C(LLAMA_ARG_RPC_TENSOR_HASHES), the
     C(llama_cpp) role's patch C(rpc-tensor-hashes.patch)) - one C(HASH SIZE NAME) line per tensor, the FNV-1a 64
