@@ -53,8 +53,10 @@ REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = identity.LOOPBACK
 PATCH = "rpc-tensor-hashes.patch"
 PROMPTS = ("The capital of France is", "Six small machines")
-#: At most this share of a tensor's pages may be resident after a load that took it by hash: the kernel's read-around
-#: of a neighbouring tensor that was read reaches a little way into it (measured: see the report of issue 37).
+#: After a load that took a tensor by hash, at most this share of its bytes, plus one read-ahead window of the model's
+#: disk, may be resident: the kernel's read-ahead of what llama-server did read (the GGUF header, a small tensor
+#: beside it) runs on into it. Measured on the gemma model: the first 5.8 MB of its token embedding, right after a
+#: 6.5 MB header, with an 8 MiB read-ahead window.
 UNREAD = 0.05
 #: At least this share of a tensor's pages is resident after a load that read it.
 READ = 0.95
@@ -194,6 +196,25 @@ def share(pages, offset, size):
     return sum(pages[first : last + 1]) / (last - first + 1)
 
 
+def read_ahead(path):
+    """The read-ahead window (bytes) of the block device ``path`` is on (sysfs; a partition's is its disk's); 8 MiB
+    when sysfs does not say."""
+    dev = os.stat(path).st_dev
+    device = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    for queue in (device / "queue", device / ".." / "queue"):
+        try:
+            return int((queue / "read_ahead_kb").read_text()) * 1024
+        except (OSError, ValueError):
+            continue
+    return 8 << 20
+
+
+def unread(pages, row, window):
+    """Whether the tensor of ``row`` was not read: at most UNREAD of it resident, beyond one read-ahead window."""
+    first, last = row["offset"] // PAGE, (row["offset"] + row["size"] - 1) // PAGE
+    return sum(pages[first : last + 1]) * PAGE <= UNREAD * row["size"] + window
+
+
 def read_bytes(pid):
     """Bytes the process has read from storage (/proc/PID/io)."""
     with open(f"/proc/{pid}/io", encoding="ascii") as handle:
@@ -330,7 +351,7 @@ def test_a_seeded_load_with_the_hashes_reads_none_of_the_seeded_bytes_and_answer
     assert with_hashes["ids"] == single[name]["ids"]
     assert hashed_summary(with_hashes["log"]) == (len(rows), 0), with_hashes["log"][-3000:]
     shares = {row["name"]: share(with_hashes["pages"], row["offset"], row["size"]) for row in rows}
-    assert max(shares.values()) <= UNREAD, shares
+    assert all(unread(with_hashes["pages"], row, read_ahead(model)) for row in rows), shares
 
     # The check of the check: the same worker, the same cache, no hashes - llama-server reads every seeded byte.
     without = load(bin_dir, model, tmp_path, f"plain-{name}", worker, None)
@@ -338,6 +359,7 @@ def test_a_seeded_load_with_the_hashes_reads_none_of_the_seeded_bytes_and_answer
     assert hashed_summary(without["log"]) is None
     read = {row["name"]: share(without["pages"], row["offset"], row["size"]) for row in rows}
     assert min(read.values()) >= READ, read
+    assert not any(unread(without["pages"], row, read_ahead(model)) for row in rows)  # the check above fails here
 
     seeded_bytes = sum(row["size"] for row in rows)
     report(
@@ -408,8 +430,10 @@ def test_a_tensor_removed_from_the_cache_after_seeding_is_read_and_sent_and_only
     assert loaded["ids"] == single["cache"]["ids"]
     assert hashed_summary(loaded["log"]) == (len(rows) - 1, 1), loaded["log"][-3000:]
     assert share(loaded["pages"], gone["offset"], gone["size"]) >= READ
-    others = {row["name"]: share(loaded["pages"], row["offset"], row["size"]) for row in rows if row is not gone}
-    assert max(others.values()) <= UNREAD, others
+    others = [row for row in rows if row is not gone]
+    assert all(unread(loaded["pages"], row, read_ahead(model)) for row in others), [
+        share(loaded["pages"], row["offset"], row["size"]) for row in others
+    ]
     # Sent with its real hash and the cache flag: the worker cached it again, whole, under its name.
     again = worker.cache / gone["hash"]
     assert again.is_file() and again.stat().st_size == gone["size"]
