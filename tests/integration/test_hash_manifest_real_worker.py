@@ -19,6 +19,7 @@ llama-server read from the disk.
 - Hashes of other bytes: the worker has no file of those names, llama-server reads the bytes (and sends their real
   hash, which hits), the ids are the same. Hashes of another model: its names are ignored.
 - A tensor removed from the cache after seeding: that one is read and sent (and cached again), the others are not read.
+- ``--load-mode none`` (shards on SSHFS): plain reads skip the seeded tensors the same way.
 
 Needs a llama.cpp build with the patch: LLAMARPC_LLAMA_BIN_DIR when its llama-server knows the flag, else the newest
 build in the controller's cache whose record says the patch was applied (the llama_cpp role applies it by default).
@@ -283,12 +284,14 @@ def greedy(port):
     return tokens
 
 
-def load(bin_dir, model, workdir, name, worker=None, hashes=None, reference=()):  # noqa: F811
+def load(bin_dir, model, workdir, name, worker=None, hashes=None, reference=(), load_mode=None):  # noqa: F811
     """llama-server on ``model`` from a cold page cache, with every layer on ``worker`` (None: on its own CPU, with
-    the ``reference`` arguments) and ``hashes``; after /health: the resident pages and the bytes it read, then the
-    greedy ids and its log."""
+    the ``reference`` arguments) and ``hashes`` (and ``--load-mode``); after /health: the resident pages and the bytes
+    it read, then the greedy ids and its log."""
     evict(model)
     extra = ["--no-warmup", "--log-verbosity", "4", *reference]
+    if load_mode:
+        extra += ["--load-mode", load_mode]
     if worker:
         extra += ["--rpc", f"{LOOPBACK}:{worker.port}", "-dev", "RPC0", "-ngl", "all", "--fit", "off"]
     if hashes:
@@ -438,3 +441,31 @@ def test_a_tensor_removed_from_the_cache_after_seeding_is_read_and_sent_and_only
     again = worker.cache / gone["hash"]
     assert again.is_file() and again.stat().st_size == gone["size"]
     assert ts.plan_seed([gone], str(worker.cache), helper)[0]["state"] == "present"
+
+
+def test_without_mmap_as_over_sshfs_the_seeded_bytes_are_not_read_either(
+    bin_dir,  # noqa: F811
+    models,
+    single,
+    worker,
+    helper,
+    tmp_path,
+):
+    """``--load-mode none``, as the coordinator loads shards that sit on SSHFS (mmap fails there): plain reads, into a
+    buffer per tensor. (Not the gemma model: its token embedding, on the coordinator's CPU too, is read whole then.)"""
+    model, _ref = models["cache"]
+    rows = worker.seed(model, helper)
+    hashes = hashes_file(bin_dir, rows, model, tmp_path / "tensor-hashes.txt")
+    with_hashes = load(bin_dir, model, tmp_path, "none-hashes", worker, hashes, load_mode="none")
+    assert with_hashes["ids"] == single["cache"]["ids"]
+    assert hashed_summary(with_hashes["log"]) == (len(rows), 0), with_hashes["log"][-3000:]
+    assert all(unread(with_hashes["pages"], row, read_ahead(model)) for row in rows)
+    without = load(bin_dir, model, tmp_path, "none-plain", worker, None, load_mode="none")
+    assert without["ids"] == single["cache"]["ids"]
+    assert not any(unread(without["pages"], row, read_ahead(model)) for row in rows)
+    report(
+        "cache: --load-mode none",
+        read_bytes_with_hashes=with_hashes["read_bytes"],
+        read_bytes_without=without["read_bytes"],
+        resident_model_with_hashes=round(sum(with_hashes["pages"]) / len(with_hashes["pages"]), 4),
+    )
