@@ -55,20 +55,8 @@ class ActionModule(ActionBase):
         return result
 
     def _resolve(self, args):
-        """The source's shards and ``{"headers", "revision"}`` (hub only)."""
-        if args.get("hf_repo"):
-            return source.resolve_hf(
-                args["hf_repo"], args["hf_pattern"], args["hf_revision"], args.get("hf_token"), args.get("hf_endpoint")
-            )
-        if args.get("urls"):
-            return source.resolve_urls(args["urls"], args["timeout"], args["validate_certs"]), {}
-        files = []
-        for entry in args["files"]:
-            try:
-                files.append(self._find_needle("files", entry))
-            except Exception as exc:  # noqa: BLE001 - Ansible raises several kinds for a missing file
-                raise AnsibleActionFail(f"controller file {entry!r} not found: {exc}") from None
-        return source.resolve_files(files, digest=args["fetch"]), {}
+        """The source's shards and ``{"headers", "revision"}`` (hub only); SourceError says what is wrong."""
+        return source.resolve(args, lambda entry: self._find_needle("files", entry))
 
     @staticmethod
     def _fact(task_vars, name):

@@ -33,6 +33,8 @@ ARGUMENT_SPEC = {
     "source_mbit": {"type": "float", "default": 100.0},
     "rtt_ms": {"type": "float", "default": 1.0},
     "memory_gbps": {"type": "float", "default": 10.0},
+    "spec_acceptance": {"type": "float", "default": 0.5},
+    "n_vocab": {"type": "int", "default": 0},
     "dest": {"type": "path", "required": True},
     "fail_on_refusal": {"type": "bool", "default": True},
 }
@@ -57,6 +59,8 @@ class ActionModule(ActionBase):
         for name in ("link_mbit", "source_mbit", "memory_gbps"):
             if args[name] <= 0:
                 raise AnsibleActionFail(f"{name} must be positive, got {args[name]}")
+        if not 0.0 <= args["spec_acceptance"] <= 1.0:
+            raise AnsibleActionFail(f"spec_acceptance is a rate from 0 to 1, got {args['spec_acceptance']}")
         given = args["links"]
         if given is None:
             hostvars = (task_vars or {}).get("hostvars", {})
@@ -89,6 +93,8 @@ class ActionModule(ActionBase):
             source_mbit=args["source_mbit"],
             default_rtt_ms=args["rtt_ms"],
             memory_bandwidth=args["memory_gbps"] * 1e9,
+            spec_acceptance=args["spec_acceptance"],
+            n_vocab=max(args["n_vocab"], 0),
         )
         dest = os.path.abspath(os.path.expanduser(args["dest"]))
         if not os.path.isdir(os.path.dirname(dest)):

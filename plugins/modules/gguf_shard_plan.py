@@ -236,6 +236,12 @@ model:
   returned: when O(fetch=false)
   type: dict
   sample: {"architecture": "llama", "n_layer": 8, "weight_bytes": 13107200}
+vocabulary:
+  description: With O(fetch=false), the tokenizer's token list as shard 1's header has it - C(count) (tokens), C(sha256)
+    (of the list as stored) and C(model) (the tokenizer's type); null values when it has none.
+  returned: when O(fetch=false)
+  type: dict
+  sample: {count: 262144, sha256: 5f4c..., model: llama}
 header_reads:
   description: With O(fetch=false), per shard the header's length, where its data starts, and the HTTP requests and
     bytes it took to read it.

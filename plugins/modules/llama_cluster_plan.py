@@ -24,6 +24,9 @@ description:
   - Fit first (O(fit_first), strategy V(fewest)) - when the whole model (weights, KV cache, one compute buffer) fits on
     the coordinator's host with O(headroom), the plan is local - no worker, RV(plan.rpc) empty, llama-server computes
     on its own CPU with no RPC hop; workers only when it must, the fewest that fit.
+  - Speculative decoding (O(speculative)) - its llama-server arguments are part of RV(plan.args); a draft model's
+    weights, KV cache and compute buffer count on the host that runs it (the coordinator's CPU, or a worker, which is
+    then in every plan).
   - Fails with what is missing when the model cannot fit. Changes nothing, in check mode too.
   - A real run fails when O(model_path) does not exist; check mode before the first real run plans from
     O(controller_model_path) when given, else returns no RV(plan) and says why in its C(msg).
@@ -168,12 +171,12 @@ options:
     description: KV cache type of keys.
     type: str
     default: f16
-    choices: [f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1]
+    choices: [bf16, f16, f32, iq4_nl, q4_0, q4_1, q5_0, q5_1, q8_0]
   cache_type_v:
     description: KV cache type of values.
     type: str
     default: f16
-    choices: [f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1]
+    choices: [bf16, f16, f32, iq4_nl, q4_0, q4_1, q5_0, q5_1, q8_0]
   headroom:
     description: Memory left free on every worker (bytes, or with K, M, G, T).
     type: str
@@ -208,6 +211,47 @@ options:
         Rounded like the workers' figures. With O(worker_hosts) and without this option, the module reads them on the
         host it runs on (the coordinator).
     type: dict
+  speculative:
+    description:
+      - Speculative decoding. Off (no argument, nothing counted) while O(speculative.types) is empty.
+    type: dict
+    suboptions:
+      types:
+        description:
+          - llama-server's C(--spec-type) values - V(ngram-simple), V(ngram-map-k), V(ngram-map-k4v), V(ngram-mod),
+            V(ngram-cache) (drafts from the text already seen, no memory), V(draft-simple) (a draft model,
+            O(speculative.draft_path)).
+        type: list
+        elements: str
+        default: []
+      draft_path:
+        description:
+          - Shard 1 of the draft model on the host the module runs on; its GGUF header is read for its memory.
+          - In check mode before it is there, no plan is returned (the result's C(msg) says why).
+        type: path
+      draft_model:
+        description: The draft as already read from its GGUF headers (the plan-only run), instead of reading
+          O(speculative.draft_path).
+        type: dict
+      draft_device:
+        description: Where the draft runs - V(cpu) (the coordinator's CPU, C(--spec-draft-device none)) or the name of a
+          worker (its RPC device; that worker is then in every plan and there is no local plan).
+        type: str
+        default: cpu
+      draft_max:
+        description: C(--spec-draft-n-max), tokens drafted per pass by the draft model (with V(draft-simple) only).
+        type: int
+      draft_min:
+        description: C(--spec-draft-n-min), the fewest drafted tokens used (with V(draft-simple) only).
+        type: int
+      settings:
+        description:
+          - The types' own settings, each passed as C(--spec-NAME VALUE) - V(ngram-mod-n-min), V(ngram-mod-n-max),
+            V(ngram-mod-n-match), V(ngram-simple-size-n), V(ngram-simple-size-m), V(ngram-simple-min-hits), the same
+            three of V(ngram-map-k) and V(ngram-map-k4v), V(draft-p-min), V(draft-p-split), V(draft-threads),
+            V(draft-type-k), V(draft-type-v), V(draft-n-max), V(draft-n-min).
+        type: dict
+        default: {}
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on
@@ -254,7 +298,8 @@ plan:
       sample: 10.213.0.11:50052,10.213.0.12:50052
     args:
       description: llama-server's plan arguments as one line of words (C(--rpc), C(--device), C(--tensor-split),
-        C(--n-gpu-layers); C(--device none --n-gpu-layers 0) for a local plan).
+        C(--n-gpu-layers); C(--device none --n-gpu-layers 0) for a local plan), then the speculative ones
+        (C(--spec-type), C(--spec-draft-model), C(--spec-draft-device), C(--spec-NAME VALUE)).
       type: str
       sample: --rpc 10.213.0.11:50052 --device RPC0 --tensor-split 17 --n-gpu-layers all
     devices:
@@ -275,9 +320,15 @@ plan:
       type: list
       elements: dict
     table:
-      description: The plan as text lines (node, endpoint, layers, bytes, share, predicted headroom).
+      description: The plan as text lines (node, endpoint, layers, bytes, share, predicted headroom), and the draft
+        model's line.
       type: list
       elements: str
+    speculative:
+      description: With O(speculative) on, C(types), C(settings), C(draft) (a draft model or not), C(draft_path),
+        C(draft_device) (V(none) or V(RPCn)), C(draft_host), C(draft_weight_bytes), C(draft_kv_bytes), C(draft_bytes)
+        (on its host, with its compute buffer) and C(flags) (every flag of its arguments).
+      type: dict
 explanation:
   description: Why this many workers, in the performance model's terms (network crossings per generated token, and
     the network time per token when the workers carry C(rtt_ms)). Not part of RV(plan), since round trips vary.

@@ -99,6 +99,18 @@ options:
     description: Memory bandwidth assumed of every node, in GB/s (a token reads every weight once).
     type: float
     default: 10.0
+  spec_acceptance:
+    description:
+      - The acceptance rate assumed for the prediction with speculative decoding, when O(memory) has it (its
+        C(speculative)) - drafted tokens accepted / drafted, as llama-server reports it, from 0 to 1.
+      - The report gives tokens/s with and without speculation, and says what it assumed.
+    type: float
+    default: 0.5
+  n_vocab:
+    description: The model's vocabulary size; the logits of every verified token then count over the last worker's
+      link in the prediction with speculative decoding (and in the one without it, to compare). 0 counts none.
+    type: int
+    default: 0
   dest:
     description: Path of the JSON plan on the controller (a relative path is relative to the working directory).
     type: path
@@ -131,7 +143,9 @@ RETURN = r"""
 plan:
   description: The plan as written to O(dest) - C(model), C(placement), C(disk), C(memory), C(workers_now), C(links),
     C(assumptions), C(refusals), C(load) (seconds per step and C(total_seconds)), C(speed) (C(tokens_per_second),
-    C(compute_seconds), C(network_seconds)) and C(text).
+    C(compute_seconds), C(network_seconds)), C(speculation) (null without speculative decoding - C(types),
+    C(drafted_per_pass), C(acceptance), C(tokens_per_pass), C(with) and C(without) as C(speed), C(speedup)) and
+    C(text).
   returned: always
   type: dict
 lines:

@@ -13,10 +13,15 @@ Layout (``ggml/include/gguf.h``, versions 2 and 3, little-endian)::
     magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv | kv[n_kv] | tensor_info[n_tensors] | pad | data
     kv          = string key | u32 type | value
     tensor_info = string name | u32 n_dims | u64 dims[n_dims] | u32 ggml_type | u64 offset
+
+The tokenizer's token list (``tokenizer.ggml.tokens``) is hashed while it is read (``vocabulary``), so that a draft
+model for speculative decoding can be compared with its target without keeping either list: ``vocabulary_problem``
+applies llama.cpp's own rule (``common/speculative.cpp``, ``common_speculative_are_compatible``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import struct
@@ -76,6 +81,16 @@ GGML_BLOCKS = {
     39: (32, 17),  # MXFP4
 }
 
+#: The tokenizer's token list.
+TOKENS_KEY = "tokenizer.ggml.tokens"
+#: llama.cpp's rule for a draft's vocabulary (``common/speculative.cpp``): the same tokenizer type, the same BOS and EOS
+#: handling, token counts at most SPEC_VOCAB_MAX_SIZE_DIFFERENCE apart (a family's larger models often pad the list to
+#: a rounder size) and the same token texts from SPEC_VOCAB_CHECK_START_TOKEN_ID up to the shorter list's end.
+SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128
+SPEC_VOCAB_CHECK_START_TOKEN_ID = 5
+#: Hex digits kept of each prefix digest (64 bits: 129 of them per model).
+PREFIX_DIGITS = 16
+
 # PREFIX-00001-of-00005.gguf
 SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
@@ -125,6 +140,79 @@ class _Cursor:
         raise GGUFError(f"{self.path}: unknown GGUF value type {vtype}")
 
 
+def _token_list(cursor, keep):
+    """The token list read from its array's item type on (each string hashed as stored, its u64 length and bytes), and
+    its ``vocabulary`` fingerprint: ``count``, ``sha256`` of every token, and ``prefix_start`` with ``prefix_digests``,
+    the digests of tokens[SPEC_VOCAB_CHECK_START_TOKEN_ID:m] for each m from ``prefix_start`` to ``count`` (the prefixes
+    llama.cpp may compare with a list up to SPEC_VOCAB_MAX_SIZE_DIFFERENCE shorter). The value is the list when
+    ``keep`` (or a short one), else its length."""
+    item_type = cursor.unpack("<I")
+    count = cursor.unpack("<Q")
+    if item_type != _STRING:
+        raise GGUFError(f"{cursor.path}: {TOKENS_KEY} is not an array of strings")
+    start = max(SPEC_VOCAB_CHECK_START_TOKEN_ID, count - SPEC_VOCAB_MAX_SIZE_DIFFERENCE)
+    whole, tail, digests, tokens = hashlib.sha256(), hashlib.sha256(), [], []
+    for index in range(count + 1):
+        if index >= start:
+            digests.append(tail.copy().hexdigest()[:PREFIX_DIGITS])
+        if index == count:
+            break
+        size = cursor.unpack("<Q")
+        if size > 1 << 24:
+            raise GGUFError(f"{cursor.path}: implausible string length {size} in the GGUF header")
+        raw = struct.pack("<Q", size) + cursor.take(size)
+        whole.update(raw)
+        if index >= SPEC_VOCAB_CHECK_START_TOKEN_ID:
+            tail.update(raw)
+        if keep or count <= 64:
+            tokens.append(raw[8:].decode("utf-8", errors="replace"))
+    fingerprint = {"count": count, "sha256": whole.hexdigest(), "prefix_start": start, "prefix_digests": digests}
+    return (tokens if keep or count <= 64 else count), fingerprint
+
+
+def vocabulary(model):
+    """What decides whether a draft model may speculate for a target (``vocabulary_problem``): the token list's
+    fingerprint (``read_model``/``merge_headers``' ``vocabulary``) with the tokenizer's type and its BOS/EOS ids and
+    flags from the metadata; None for a model without a token list."""
+    found = model.get("vocabulary")
+    if not found:
+        return None
+    metadata = model.get("metadata") or {}
+    keys = {"model": "model", "bos": "bos_token_id", "eos": "eos_token_id", "add_bos": "add_bos_token"}
+    keys["add_eos"] = "add_eos_token"
+    return {**found, **{name: metadata.get(f"tokenizer.ggml.{key}") for name, key in keys.items()}}
+
+
+def vocabulary_problem(target, draft):
+    """Why ``draft``'s vocabulary cannot draft for ``target``'s (both ``vocabulary``), as llama.cpp's check would find
+    at load time; empty when it can. A BOS/EOS value missing from either file is not compared."""
+    if not target or not draft:
+        return "a model has no token list (tokenizer.ggml.tokens) in its GGUF header"
+    if target["model"] != draft["model"]:
+        return f"the tokenizers differ: the model's is {target['model']!r}, the draft's {draft['model']!r}"
+    for flag, token in (("add_bos", "bos"), ("add_eos", "eos")):
+        for name in (flag, token):
+            if name == token and target[flag] is False:
+                continue  # a token the tokenizer does not add is not compared
+            if target[name] is not None and draft[name] is not None and target[name] != draft[name]:
+                return f"the tokenizers' {name} differ: the model's is {target[name]!r}, the draft's {draft[name]!r}"
+    if abs(target["count"] - draft["count"]) > SPEC_VOCAB_MAX_SIZE_DIFFERENCE:
+        return (
+            f"the model has {target['count']} tokens and the draft {draft['count']}: more than "
+            f"{SPEC_VOCAB_MAX_SIZE_DIFFERENCE} apart"
+        )
+    shared = min(target["count"], draft["count"])
+    if shared <= SPEC_VOCAB_CHECK_START_TOKEN_ID:
+        return ""
+    ours, theirs = (found["prefix_digests"][shared - found["prefix_start"]] for found in (target, draft))
+    if ours != theirs:
+        return (
+            f"the token lists differ: tokens {SPEC_VOCAB_CHECK_START_TOKEN_ID} to {shared - 1}, which llama.cpp "
+            "compares, are not the same (by their sha256)"
+        )
+    return ""
+
+
 def tensor_bytes(ggml_type, dims):
     """Bytes of a tensor's data, from its type and shape."""
     if ggml_type not in GGML_BLOCKS:
@@ -142,8 +230,8 @@ def read_header(path, keep_arrays=False):
     """Metadata and tensor table of one GGUF file.
 
     Returns ``{"version", "metadata": {key: value}, "tensors": [{"name", "dims", "type", "offset", "bytes"}],
-    "header_bytes", "data_offset"}``. Large arrays (the tokenizer's vocabulary) are replaced by their length unless
-    ``keep_arrays``.
+    "header_bytes", "data_offset", "vocabulary"}``. Large arrays (the tokenizer's vocabulary) are replaced by their
+    length unless ``keep_arrays``; ``vocabulary`` is the token list's fingerprint (``_token_list``), None without one.
     """
     with open(path, "rb") as handle:
         return parse_header(handle, path, keep_arrays)
@@ -164,10 +252,14 @@ def parse_header(handle, label, keep_arrays=False):
         raise GGUFError(f"{label}: GGUF version {version} is not supported (2 and 3 are)")
     n_tensors = cursor.unpack("<Q")
     n_kv = cursor.unpack("<Q")
-    metadata = {}
+    metadata, fingerprint = {}, None
     for _index in range(n_kv):
         key = cursor.string()
-        value = cursor.value(cursor.unpack("<I"))
+        vtype = cursor.unpack("<I")
+        if key == TOKENS_KEY and vtype == _ARRAY:
+            value, fingerprint = _token_list(cursor, keep_arrays)
+        else:
+            value = cursor.value(vtype)
         if isinstance(value, list) and not keep_arrays and len(value) > 64:
             value = len(value)
         metadata[key] = value
@@ -197,6 +289,7 @@ def parse_header(handle, label, keep_arrays=False):
         "tensors": tensors,
         "header_bytes": end,
         "data_offset": -(-end // alignment) * alignment,
+        "vocabulary": fingerprint,
     }
 
 
@@ -216,7 +309,8 @@ def split_paths(first_path):
 
 
 def read_model(first_path):
-    """Metadata of shard 1 and the tensor table of every shard of a (possibly split) model."""
+    """Metadata of shard 1 and the tensor table of every shard of a (possibly split) model (and shard 1's token list
+    fingerprint, ``vocabulary``, when it has one)."""
     paths = split_paths(first_path)
     missing = [path for path in paths if not os.path.exists(path)]
     if missing:
@@ -227,4 +321,7 @@ def read_model(first_path):
 def merge_headers(paths, headers):
     """The model as ``read_model`` returns it, from the headers of its shards in order (shard 1 first)."""
     tensors = [tensor for header in headers for tensor in header["tensors"]]
-    return {"paths": list(paths), "metadata": headers[0]["metadata"], "tensors": tensors}
+    model = {"paths": list(paths), "metadata": headers[0]["metadata"], "tensors": tensors}
+    if headers[0].get("vocabulary"):
+        model["vocabulary"] = headers[0]["vocabulary"]
+    return model

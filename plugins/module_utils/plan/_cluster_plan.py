@@ -34,6 +34,14 @@ What llama-server is given for a plan is ``args`` (``plan_args``): ``--rpc``, ``
 ``--n-gpu-layers all`` for workers; ``--device none --n-gpu-layers 0`` (the CPU only, no RPC) for a local plan. The
 role's env file and the supervisor's override both write it as ``LLAMARPC_PLAN_ARGS``, which the unit expands
 unbraced (systemd splits it into words).
+
+Speculative decoding (``speculative``; ``check_speculative`` says what it holds): its arguments are part of
+``args`` (``speculative_args``). The n-gram types draft from the text already seen and cost no memory. A draft model
+(type ``draft-simple``) is placed on the coordinator and runs on its CPU (``--spec-draft-device none``) or on one
+worker's RPC device: its weights, its KV cache (the target's cells: llama.cpp sizes the draft's context like the
+target's, ``common_base_params_to_speculative``) and one compute buffer are counted into the memory of the host that
+runs it (``draft_need``; on a worker its token embeddings still stay on the coordinator's CPU). A draft on a worker
+puts that worker in every plan (no local plan then).
 """
 
 from __future__ import annotations
@@ -61,6 +69,49 @@ STRATEGIES = ("fewest", "all")
 #: llama-server's arguments for a local plan: the CPU only, no RPC device, no layer offloaded (what the benchmark's
 #: ``single`` configuration runs too).
 LOCAL_ARGS = ("--device", "none", "--n-gpu-layers", "0")
+
+
+#: ``--spec-type`` values the planner accepts (the pinned llama.cpp's ``common/arg.cpp`` has also draft-eagle3,
+#: draft-mtp, draft-dflash and draft-dspark, which need a model's own sidecar heads the planner does not count).
+SPEC_TYPES = ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+#: The type that runs a draft model.
+DRAFT_TYPE = "draft-simple"
+#: The draft's device when it runs on the coordinator's CPU.
+DRAFT_ON_CPU = "cpu"
+#: The types' own settings, passed as ``--spec-<name> <value>`` (the pinned llama-server's --help), with the kind of
+#: their value and the range ``common/arg.cpp`` accepts (a value outside it stops llama-server at start, in a restart
+#: loop). ``--draft-max``/``--draft-min`` were removed from this llama.cpp: ``draft-n-max``/``draft-n-min``.
+SPEC_SETTINGS = {
+    "draft-n-max": (int, 0, None),
+    "draft-n-min": (int, 0, None),
+    "draft-p-min": (float, 0.0, 1.0),
+    "draft-p-split": (float, 0.0, 1.0),
+    "draft-threads": (int, 1, None),
+    "draft-type-k": (str, None, None),
+    "draft-type-v": (str, None, None),
+    "ngram-mod-n-match": (int, 1, 1024),
+    "ngram-mod-n-min": (int, 0, 1024),
+    "ngram-mod-n-max": (int, 0, 1024),
+    "ngram-simple-size-n": (int, 1, 1024),
+    "ngram-simple-size-m": (int, 1, 1024),
+    "ngram-simple-min-hits": (int, 1, None),
+    "ngram-map-k-size-n": (int, 1, 1024),
+    "ngram-map-k-size-m": (int, 1, 1024),
+    "ngram-map-k-min-hits": (int, 1, None),
+    "ngram-map-k4v-size-n": (int, 1, 1024),
+    "ngram-map-k4v-size-m": (int, 1, 1024),
+    "ngram-map-k4v-min-hits": (int, 1, None),
+}
+#: llama.cpp's own values of the settings the performance model reads (common/common.h).
+SPEC_DEFAULTS = {
+    "draft-n-max": 3,
+    "draft-n-min": 0,
+    "ngram-mod-n-min": 48,
+    "ngram-mod-n-max": 64,
+    "ngram-simple-size-m": 48,
+    "ngram-map-k-size-m": 48,
+    "ngram-map-k4v-size-m": 48,
+}
 
 
 class PlanError(Exception):
@@ -336,6 +387,139 @@ def plan_args(rpc, devices, tensor_split):
     return f"--rpc {rpc} --device {devices} --tensor-split {tensor_split} --n-gpu-layers all"
 
 
+def _setting(name, value):
+    """A setting's value as its kind, within its range (``SPEC_SETTINGS``), or PlanError."""
+    kind, low, high = SPEC_SETTINGS[name]
+    if isinstance(value, bool):
+        raise PlanError(f"speculative setting {name} takes a {kind.__name__}, not {value!r}")
+    try:
+        typed = kind(value)
+    except (TypeError, ValueError):
+        raise PlanError(f"speculative setting {name} takes a {kind.__name__}, not {value!r}") from None
+    if kind is str:
+        if typed not in CACHE_TYPE_BYTES:
+            raise PlanError(f"speculative setting {name}: unknown KV cache type {typed!r}")
+    elif typed < low or (high is not None and typed > high):
+        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise PlanError(f"speculative setting {name} must be {bounds} (llama-server refuses it), got {typed}")
+    return typed
+
+
+def check_speculative(spec):
+    """The speculative decoding request in its normal form, or None when it is off (no type).
+
+    ``spec``: ``types`` (``--spec-type``, a list of SPEC_TYPES), ``settings`` (``SPEC_SETTINGS`` name -> value), and for
+    the type ``draft-simple`` the draft model: ``draft`` (its ``summarize`` summary), ``draft_path`` (where
+    llama-server finds it on the coordinator) and ``draft_device`` (DRAFT_ON_CPU, or the name of the worker whose RPC
+    device runs it). Raises PlanError with what to change."""
+    if not spec or not spec.get("types"):
+        if spec and (spec.get("draft") or spec.get("draft_path")):
+            raise PlanError(f"a draft model is given but no speculative type: add {DRAFT_TYPE}, or remove the draft")
+        return None
+    types = []
+    for kind in spec["types"]:
+        if kind not in SPEC_TYPES:
+            raise PlanError(f"unknown speculative type {kind!r}; choose among {', '.join(SPEC_TYPES)}")
+        if kind not in types:
+            types.append(kind)
+    draft, path = spec.get("draft") or None, str(spec.get("draft_path") or "")
+    if DRAFT_TYPE in types and not (draft and path):
+        raise PlanError(f"the speculative type {DRAFT_TYPE} needs a draft model (its path and its GGUF header)")
+    if DRAFT_TYPE not in types and (draft or path):
+        raise PlanError(
+            f"a draft model is given but the speculative types ({', '.join(types)}) do not use it: add "
+            f"{DRAFT_TYPE}, or remove the draft"
+        )
+    if path and (path.split() != [path] or not path.startswith("/")):
+        raise PlanError(
+            f"the draft's path must be absolute and without white space (llama-server's arguments are "
+            f"split into words): {path!r}"
+        )
+    settings = {}
+    for name, value in sorted((spec.get("settings") or {}).items()):
+        if name not in SPEC_SETTINGS:
+            raise PlanError(f"unknown speculative setting {name!r}; choose among {', '.join(sorted(SPEC_SETTINGS))}")
+        settings[name] = _setting(name, value)
+    for low, high in (("draft-n-min", "draft-n-max"), ("ngram-mod-n-min", "ngram-mod-n-max")):
+        least = settings.get(low, SPEC_DEFAULTS[low])
+        most = settings.get(high, SPEC_DEFAULTS[high])
+        if least > most:
+            raise PlanError(f"speculative setting {low} ({least}) is more than {high} ({most})")
+    device = str(spec.get("draft_device") or DRAFT_ON_CPU) if draft else None
+    return {"types": types, "settings": settings, "draft": draft, "draft_path": path, "draft_device": device}
+
+
+def draft_need(spec, ctx_size, parallel, overhead):
+    """Bytes the draft model takes: ``{"weights", "kv", "device", "coordinator"}`` - ``device``: on the worker that
+    runs it (its layers and output, its KV cache, one compute buffer; 0 on the coordinator's CPU), ``coordinator``: on
+    the coordinator's host (the whole draft on its CPU, else its token embeddings, which llama.cpp keeps on the CPU).
+    The draft's context is the target's (``-c`` and ``-np``), its cache types the ``draft-type-k``/``-v`` settings
+    (llama.cpp's default f16). All zero without a draft (n-gram types)."""
+    draft = (spec or {}).get("draft")
+    if not draft:
+        return {"weights": 0, "kv": 0, "device": 0, "coordinator": 0}
+    settings = spec.get("settings") or {}
+    per_layer = kv_bytes_per_layer(
+        draft, ctx_size, parallel, settings.get("draft-type-k", "f16"), settings.get("draft-type-v", "f16")
+    )
+    kv = per_layer * int(draft["n_layer"])
+    weights = int(draft["weight_bytes"])
+    if spec.get("draft_device", DRAFT_ON_CPU) == DRAFT_ON_CPU:
+        return {"weights": weights, "kv": kv, "device": 0, "coordinator": weights + kv + overhead}
+    on_device = sum(draft["layer_bytes"]) + int(draft["output_bytes"]) + kv + overhead
+    return {"weights": weights, "kv": kv, "device": on_device, "coordinator": int(draft["embedding_bytes"])}
+
+
+def _value(value):
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def speculative_args(spec, device):
+    """llama-server's speculative arguments as words: ``--spec-type``, the draft (``--spec-draft-model``, on
+    ``device``: ``none`` for the coordinator's CPU or an ``RPCn`` device with all its layers), each setting as
+    ``--spec-<name> <value>``. Empty without speculation."""
+    if not spec:
+        return []
+    words = ["--spec-type", ",".join(spec["types"])]
+    if spec.get("draft"):
+        words += ["--spec-draft-model", spec["draft_path"], "--spec-draft-device", device]
+        if device != "none":
+            words += ["--spec-draft-ngl", "all"]
+    for name, value in sorted(spec["settings"].items()):
+        words += [f"--spec-{name}", _value(value)]
+    return words
+
+
+def _speculative_plan(spec, device, host, need):
+    """What the plan says of its speculation (None without): the types, settings, where the draft runs (``device``:
+    ``none`` or ``RPCn``; ``host``) with its bytes there, and every flag its arguments use (for the binary's check)."""
+    if not spec:
+        return None
+    words = speculative_args(spec, device)
+    return {
+        "types": list(spec["types"]),
+        "settings": dict(spec["settings"]),
+        "draft": bool(spec.get("draft")),
+        "draft_path": spec.get("draft_path", ""),
+        "draft_device": device if spec.get("draft") else "",
+        "draft_host": host if spec.get("draft") else "",
+        "draft_weight_bytes": need["weights"],
+        "draft_kv_bytes": need["kv"],
+        "draft_bytes": need["device"] or need["coordinator"],
+        "flags": sorted({word for word in words if word.startswith("--")}),
+    }
+
+
+def _draft_line(speculative):
+    """The plan table's line for the draft model, or None."""
+    if not speculative or not speculative["draft"]:
+        return None
+    where = "CPU" if speculative["draft_device"] == "none" else speculative["draft_device"]
+    weights, kv = human_bytes(speculative["draft_weight_bytes"]), human_bytes(speculative["draft_kv_bytes"])
+    there = human_bytes(speculative["draft_bytes"])
+    return f"draft model on {speculative['draft_host']} ({where}): weights {weights}, kv cache {kv}, {there} there"
+
+
 def describe(plan):
     """One line for a person: where the plan serves the model."""
     if not plan.get("rpc"):
@@ -361,9 +545,11 @@ def coordinator_memory(workers, coordinator, available=None):
     return None
 
 
-def _local_plan(summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, headroom, need, kept):
-    """The plan that serves the model on the coordinator alone; ``need``: its bytes there (``local_need`` and the
-    prompt cache)."""
+def _local_plan(
+    summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, headroom, need, kept, spec, draft
+):
+    """The plan that serves the model on the coordinator alone; ``need``: its bytes there (``local_need``, the prompt
+    cache and ``draft``, the ``draft_need`` of the speculation ``spec``, on its CPU)."""
     row = {
         "name": coordinator or "coordinator",
         "endpoint": "local",
@@ -376,7 +562,7 @@ def _local_plan(summary, kv_layer, ctx_size, parallel, strategy, coordinator, av
         "headroom": available - headroom - need,
         "share": 1.0,
     }
-    return {
+    result = {
         "strategy": strategy,
         "ctx_size": ctx_size,
         "parallel": parallel,
@@ -393,6 +579,20 @@ def _local_plan(summary, kv_layer, ctx_size, parallel, strategy, coordinator, av
         "args": plan_args("", "none", ""),
         "table": table([row]),
     }
+    return _with_speculation(result, spec, "none", coordinator or "coordinator", draft)
+
+
+def _with_speculation(result, spec, device, host, need):
+    """``result`` with its speculation ``spec`` (the draft on ``device`` of ``host``, taking ``need`` there): the
+    arguments appended to ``args``, ``speculative`` and the draft's line in the table. Unchanged without speculation."""
+    if not spec:
+        return result
+    result["speculative"] = _speculative_plan(spec, device, host, need)
+    result["args"] = " ".join([result["args"], *speculative_args(spec, device)])
+    line = _draft_line(result["speculative"])
+    if line:
+        result["table"] = [*result["table"], line]
+    return result
 
 
 def plan(
@@ -410,6 +610,7 @@ def plan(
     fit_first=False,
     coordinator_available=None,
     cache_ram=0,
+    speculative=None,
 ):
     """Plan the cluster.  ``workers``: dicts with name, endpoint, mem_available (bytes) and state (``ready`` to be
     usable), in inventory order.  Returns the plan dict; raises PlanError with an actionable message.
@@ -423,24 +624,56 @@ def plan(
     docstring). Off unless asked here; the module llama_cluster_plan asks by default.
     ``coordinator_available``: the coordinator host's MemAvailable when no worker shares its host.
     ``cache_ram``: bytes of llama-server's prompt cache (``--cache-ram``), kept in the coordinator host's memory: a
-    local plan needs them, and a worker on that host gives them up."""
+    local plan needs them, and a worker on that host gives them up.
+    ``speculative``: speculative decoding (``check_speculative``); a draft model's bytes count on the host that runs it
+    (``draft_need``), and a draft on a worker puts that worker in the plan."""
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     names = [worker["name"] for worker in workers]
     if len(set(names)) != len(names):
         raise PlanError(f"a worker is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     kv_layer = kv_bytes_per_layer(summary, ctx_size, parallel, cache_type_k, cache_type_v)
+    spec = check_speculative(speculative)
+    on_worker = spec["draft_device"] if spec and spec["draft"] and spec["draft_device"] != DRAFT_ON_CPU else None
+    if on_worker is not None and on_worker not in names:
+        raise PlanError(
+            f"the draft model's device {on_worker!r} is no worker ({', '.join(names) or 'none'}): name a "
+            f"worker, or {DRAFT_ON_CPU} for the coordinator's CPU"
+        )
+    draft = draft_need(spec, ctx_size, parallel, overhead)
     available = coordinator_memory(workers, coordinator, coordinator_available) if fit_first else None
-    local = local_need(summary, kv_layer, overhead) + int(cache_ram)
-    if strategy == "fewest" and available is not None and local <= available - int(headroom):
+    local = local_need(summary, kv_layer, overhead) + int(cache_ram) + draft["coordinator"]
+    if strategy == "fewest" and on_worker is None and available is not None and local <= available - int(headroom):
         kept = bool(keep) and bool(keep.get("local"))
         return _local_plan(
-            summary, kv_layer, ctx_size, parallel, strategy, coordinator, available, int(headroom), local, kept
+            summary,
+            kv_layer,
+            ctx_size,
+            parallel,
+            strategy,
+            coordinator,
+            available,
+            int(headroom),
+            local,
+            kept,
+            spec,
+            draft,
         )
     if not workers:
         raise PlanError("no RPC workers: put at least one host in the rpc_workers group")
-    # llama-server itself keeps the token embeddings, a compute buffer and its prompt cache on the coordinator's CPU.
-    coordinator_bytes = summary["embedding_bytes"] + overhead + int(cache_ram)
+    # llama-server itself keeps the token embeddings, a compute buffer and its prompt cache on the coordinator's CPU
+    # (and the draft model, or its token embeddings when a worker runs it).
+    coordinator_bytes = summary["embedding_bytes"] + overhead + int(cache_ram) + draft["coordinator"]
+    # A draft's bytes on the coordinator must fit there; without one this stays as it was (not checked), so that a
+    # plan without speculation is unchanged. A coordinator that is a worker gives them up from its capacity below.
+    if draft["coordinator"] and coordinator not in names:
+        room = coordinator_memory(workers, coordinator, coordinator_available)
+        if room is not None and coordinator_bytes > room - int(headroom):
+            raise PlanError(
+                f"the coordinator cannot hold the draft model: llama-server needs {human_bytes(coordinator_bytes)} "
+                f"there with it (the draft {human_bytes(draft['coordinator'])}), and {human_bytes(room)} is available "
+                f"less {human_bytes(int(headroom))} of headroom: run the draft on a worker, or use a smaller draft"
+            )
     usable, excluded = [], []
     for worker in workers:
         if worker.get("state", "ready") != "ready":
@@ -448,6 +681,8 @@ def plan(
             continue
         entry = dict(worker)
         entry["capacity"] = worker_capacity(worker, headroom, coordinator, coordinator_bytes)
+        if worker["name"] == on_worker:
+            entry["capacity"] -= draft["device"]
         if entry["capacity"] <= overhead:
             excluded.append(
                 {"name": worker["name"], "reason": f"only {human_bytes(entry['capacity'])} free after the headroom"}
@@ -460,13 +695,22 @@ def plan(
             f"no usable RPC worker ({'; '.join(e['name'] + ': ' + e['reason'] for e in excluded)}); "
             f"the model needs {human_bytes(need_total)} on the workers"
         )
-    by_size = sorted(usable, key=lambda worker: (-worker["capacity"], names.index(worker["name"])))
+    if on_worker is not None and on_worker not in {worker["name"] for worker in usable}:
+        why = next((entry["reason"] for entry in excluded if entry["name"] == on_worker), "")
+        raise PlanError(
+            f"the draft model's worker {on_worker} is not usable ({why}; the draft needs "
+            f"{human_bytes(draft['device'])} there): name another worker, or {DRAFT_ON_CPU}"
+        )
+    # Largest first; the draft's worker, when there is one, is in every plan.
+    by_size = sorted(
+        usable, key=lambda worker: (worker["name"] != on_worker, -worker["capacity"], names.index(worker["name"]))
+    )
     counts = range(1, len(by_size) + 1) if strategy == "fewest" else [len(by_size)]
     for count in counts:
         chosen = sorted(by_size[:count], key=lambda worker: names.index(worker["name"]))
         split, rows = _balance(summary, kv_layer, chosen, overhead)
         if split is not None:
-            kept = _kept(keep, usable, count, summary, kv_layer, overhead)
+            kept = _kept(keep, usable, count, summary, kv_layer, overhead, on_worker)
             if kept:
                 split, rows = kept
             total = sum(row["bytes"] for row in rows)
@@ -475,7 +719,11 @@ def plan(
             rpc = ",".join(row["endpoint"] for row in rows)
             devices = ",".join(f"RPC{index}" for index in range(len(rows)))
             tensor_split = ",".join(str(count) for count in split)
-            return {
+            for row in rows:
+                if row["name"] == on_worker:
+                    row["draft_bytes"] = draft["device"]
+            index = next((i for i, row in enumerate(rows) if row["name"] == on_worker), None)
+            result = {
                 "strategy": strategy,
                 "ctx_size": ctx_size,
                 "parallel": parallel,
@@ -492,6 +740,8 @@ def plan(
                 "args": plan_args(rpc, devices, tensor_split),
                 "table": table(rows),
             }
+            device = "none" if index is None else f"RPC{index}"
+            return _with_speculation(result, spec, device, on_worker or coordinator or "coordinator", draft)
     capacity = sum(worker["capacity"] for worker in usable)
     missing = need_total + overhead * len(usable) - capacity
     detail = "; ".join(f"{w['name']} can hold {human_bytes(w['capacity'])}" for w in by_size)
@@ -511,11 +761,14 @@ def plan(
     )
 
 
-def _kept(keep, usable, count, summary, kv_layer, overhead):
-    """(split, rows) of the plan in force when it can stay (see ``plan``), else None."""
+def _kept(keep, usable, count, summary, kv_layer, overhead, required=None):
+    """(split, rows) of the plan in force when it can stay (see ``plan``; it holds the worker ``required``, the
+    draft's, when there is one), else None."""
     if not keep or not keep.get("rpc") or not keep.get("tensor_split"):
         return None
     endpoints = str(keep["rpc"]).split(",")
+    if required is not None and not any(w["name"] == required and w["endpoint"] in endpoints for w in usable):
+        return None
     try:
         split = [int(value) for value in str(keep["tensor_split"]).split(",")]
     except ValueError:

@@ -64,6 +64,24 @@ prediction is 0.97.
 
 Nodes that share one machine's memory (the lab) cannot exceed its aggregate bandwidth: the compute term is at
 least ``sum(bytes) / shared_bandwidth`` when that is given.
+
+Speculative decoding (``speculative``) trades passes for tokens. One pass drafts ``k`` tokens and verifies
+them with the target in one batch of ``k + 1``; it yields ``1 + acceptance * k`` tokens (``tokens_per_pass``, with the
+acceptance as llama-server reports it: drafted tokens accepted / drafted). Per pass it costs::
+
+    t_pass = (k + 1) * t_draft                                   (a draft model; 0 for the n-gram types)
+           + sum_i(read_i * max(1, (k + 1) * VERIFY_TOKEN_FRACTION))   (weights read once, compute grows with k)
+           + sum_workers(round_trips * (rtt_w + call_seconds) + (k + 1) * activations / throughput_w)
+           + (k + 1) * logits / throughput_last
+
+``t_draft``: the draft reads its weights at its node's bandwidth; on a worker each draft token adds that worker's round
+trip and the draft's logits back. The draft model runs ``k`` passes one token after another and one batch that catches
+it up on the accepted tokens (``common/speculative.cpp``, draft-simple: ``k + 1``). The round trips of the
+verification are the plain token's: one per worker and pass, not per token, which is where a slow mesh gains.
+``VERIFY_TOKEN_FRACTION`` is a roofline: a node computes one token of a batch in that fraction of the time it takes to
+read its weights once, so a batch costs one read until ``(k + 1) * fraction`` exceeds 1. A single process's generation
+tokens/s over its prompt tokens/s (llama-server's ``timings``: a prompt is processed in batches, as a verification is)
+measures it.
 """
 
 from __future__ import annotations
@@ -78,6 +96,13 @@ RPC_COMPUTE_FACTOR = 1.0
 #: Synchronisations per layer in the tensor split. Counted on the wire (2 workers, 8 layers, ``-sm tensor``): 17
 #: GET_TENSOR per worker and token, 2 per layer and the logits, one worker after the other.
 TENSOR_SYNCS_PER_LAYER = 2
+
+
+#: Arithmetic time of one token of a batch as a fraction of the time a node takes to read its weights once (the
+#: roofline of a verification pass, module docstring): generation tokens/s over prompt tokens/s of one llama-server.
+#: Measured 0.170 and 0.176 on Gemma 3 270M Q4_K_M, one thread, a 60-token prompt, on the project's build machines
+#: (tests/integration/test_speculative_identity.py prints it); not yet on the bench lab's nodes.
+VERIFY_TOKEN_FRACTION = 0.17
 
 
 def round_trips_per_token(workers, split_mode="layer", layers=1):
@@ -145,6 +170,69 @@ def predict(
         "tokens_per_second": 1.0 / seconds if seconds > 0 else 0.0,
         "compute_seconds": compute,
         "network_seconds": network,
+    }
+
+
+def tokens_per_pass(drafted, acceptance):
+    """Tokens one verification pass yields: the target's own and the accepted drafted ones, ``1 + acceptance *
+    drafted`` (``acceptance``: drafted tokens accepted / drafted, as llama-server reports it, from 0 to 1)."""
+    if drafted < 0:
+        raise ValueError(f"drafted tokens per pass must not be negative, got {drafted}")
+    if not 0.0 <= float(acceptance) <= 1.0:
+        raise ValueError(f"an acceptance rate is from 0 to 1, got {acceptance}")
+    return 1.0 + float(acceptance) * drafted
+
+
+def speculative(
+    nodes,
+    drafted,
+    acceptance,
+    draft=None,
+    activation_bytes=0,
+    logits_bytes=0,
+    shared_bandwidth=0.0,
+    verify_fraction=VERIFY_TOKEN_FRACTION,
+    call_seconds=RPC_CALL_SECONDS,
+    compute_factor=RPC_COMPUTE_FACTOR,
+):
+    """Predicted seconds per token and tokens/s of the layer split with speculative decoding (module docstring).
+
+    ``nodes`` as ``predict``'s; ``drafted``: tokens drafted per pass (``k``); ``acceptance``: drafted tokens accepted /
+    drafted; ``draft``: the draft model, ``{bytes, bandwidth}`` (weights read per draft token, bytes/s) and, on a
+    worker, ``rtt``, ``throughput``, ``burst`` and ``logits_bytes``; None for the n-gram types (drafting costs nothing).
+    ``activation_bytes``/``logits_bytes``: per token, as ``predict``'s. Returns ``predict``'s keys (per generated token)
+    and ``tokens_per_pass``, ``draft_seconds``, ``verify_seconds`` (per pass)."""
+    batch = int(drafted) + 1
+    one = predict(
+        nodes,
+        "layer",
+        activation_bytes=activation_bytes * batch,
+        shared_bandwidth=shared_bandwidth,
+        logits_bytes=logits_bytes * batch,
+        call_seconds=call_seconds,
+        compute_factor=compute_factor,
+    )
+    compute = one["compute_seconds"] * max(1.0, batch * float(verify_fraction))
+    drafting = 0.0
+    if draft:
+        bandwidth = float(draft.get("bandwidth") or 0)
+        if bandwidth <= 0:
+            raise ValueError("the draft model's node has no memory bandwidth")
+        per_token = float(draft.get("bytes", 0)) / bandwidth
+        if draft.get("rtt") is not None:
+            per_token += rpc_token_seconds(draft, LAYER_ROUND_TRIPS, call_seconds)
+            per_token += _transfer(draft.get("logits_bytes", 0), draft)
+        drafting = batch * per_token
+    tokens = tokens_per_pass(drafted, acceptance)
+    seconds = (drafting + compute + one["network_seconds"]) / tokens
+    return {
+        "seconds_per_token": seconds,
+        "tokens_per_second": 1.0 / seconds if seconds > 0 else 0.0,
+        "compute_seconds": compute / tokens,
+        "network_seconds": one["network_seconds"] / tokens,
+        "tokens_per_pass": tokens,
+        "draft_seconds": drafting,
+        "verify_seconds": compute + one["network_seconds"],
     }
 
 

@@ -17,10 +17,16 @@ memory bandwidth, the links' round trips and throughput, and one f32 activation 
 
 A link figure is measured when there is one (the TCP connect time to an RPC worker already running), else assumed
 (the ``llamarpc_plan_*`` variables); the report says which.
+
+With speculative decoding in the memory plan (its ``speculative``), ``_perf_model.speculative`` predicts tokens/s with
+it and without it, at an assumed acceptance (the llama_coordinator role's ``llama_coordinator_spec_acceptance``), the
+tokens drafted per pass that its settings give (``drafted_per_pass``), and, when the vocabulary size is known, the
+logits of every verified token back over the last worker's link; both figures count the same terms.
 """
 
 from __future__ import annotations
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _cluster_plan as cluster_plan
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as perf
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_plan import human_bytes
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_plan import human
@@ -96,6 +102,73 @@ def predict_speed(model, workers, coordinator, links, memory_bandwidth):
     return perf.predict(nodes, "layer", activation_bytes=int(model["n_embd"]) * ACTIVATION_BYTES_PER_WIDTH)
 
 
+#: The setting that bounds each type's draft (``_cluster_plan.SPEC_SETTINGS``); ngram-cache drafts up to the draft
+#: length of the draft model's settings.
+DRAFT_LENGTH = {
+    "draft-simple": "draft-n-max",
+    "ngram-cache": "draft-n-max",
+    "ngram-mod": "ngram-mod-n-max",
+    "ngram-simple": "ngram-simple-size-m",
+    "ngram-map-k": "ngram-map-k-size-m",
+    "ngram-map-k4v": "ngram-map-k4v-size-m",
+}
+
+
+def drafted_per_pass(speculative):
+    """Tokens drafted per verification pass: the longest draft the plan's types allow (their settings, else llama.cpp's
+    defaults)."""
+    settings = speculative.get("settings") or {}
+    return max(
+        int(settings.get(DRAFT_LENGTH[kind], cluster_plan.SPEC_DEFAULTS[DRAFT_LENGTH[kind]]))
+        for kind in speculative["types"]
+    )
+
+
+def _node(row, coordinator, links, memory_bandwidth):
+    link = links[row["name"]]
+    return {
+        "name": row["name"],
+        "bytes": int(row["weight_bytes"]),
+        "bandwidth": float(memory_bandwidth),
+        "rtt": LOOPBACK_RTT_S if row["name"] == coordinator else link["rtt_ms"] / 1000,
+        "throughput": rate(min(link["mbit"], links[coordinator]["mbit"])),
+    }
+
+
+def predict_speculation(model, memory, coordinator, links, memory_bandwidth, acceptance, n_vocab=0):
+    """Tokens/s with the memory plan's speculative decoding and without it (``_perf_model.speculative``; the same terms
+    both ways), or None when the plan has none. ``n_vocab``: the vocabulary size (0: logits not counted)."""
+    speculative = memory.get("speculative")
+    if not speculative:
+        return None
+    rows = memory.get("workers") or []
+    nodes = [_node(row, coordinator, links, memory_bandwidth) for row in rows] or [
+        {"name": coordinator, "bytes": int(model["weight_bytes"]), "bandwidth": float(memory_bandwidth)}
+    ]
+    drafted = drafted_per_pass(speculative)
+    logits = int(n_vocab) * ACTIVATION_BYTES_PER_WIDTH
+    draft = None
+    if speculative.get("draft"):
+        draft = {"bytes": int(speculative["draft_weight_bytes"]), "bandwidth": float(memory_bandwidth)}
+        host = speculative.get("draft_host")
+        if speculative.get("draft_device") not in ("", "none") and host in links:
+            on_worker = _node({"name": host, "weight_bytes": 0}, coordinator, links, memory_bandwidth)
+            draft.update(rtt=on_worker["rtt"], throughput=on_worker["throughput"], logits_bytes=logits)
+    terms = {"activation_bytes": int(model["n_embd"]) * ACTIVATION_BYTES_PER_WIDTH, "logits_bytes": logits}
+    fast = perf.speculative(nodes, drafted, acceptance, draft, **terms)
+    plain = perf.speculative(nodes, 0, 0.0, None, **terms)
+    return {
+        "types": list(speculative["types"]),
+        "drafted_per_pass": drafted,
+        "acceptance": float(acceptance),
+        "tokens_per_pass": fast["tokens_per_pass"],
+        "logits_counted": bool(logits),
+        "with": fast,
+        "without": plain,
+        "speedup": fast["tokens_per_second"] / plain["tokens_per_second"],
+    }
+
+
 def build(
     *,
     model,
@@ -114,6 +187,8 @@ def build(
     source_mbit=100.0,
     default_rtt_ms=1.0,
     memory_bandwidth=10e9,
+    spec_acceptance=0.5,
+    n_vocab=0,
 ):
     """The plan document: the inputs, the predictions (when both planners placed the model) and ``text``.
 
@@ -147,10 +222,19 @@ def build(
         "load": None,
         "speed": None,
     }
+    # Speculative decoding: its keys only when the memory plan speculates (a report without it is what it was).
+    if memory is not None and memory.get("speculative"):
+        doc["assumptions"]["spec_acceptance"] = spec_acceptance
+        doc["speculation"] = None
     if placement is not None and memory is not None:
         complete = {name: report.get("complete", {}) for name, report in (reports or {}).items()}
         doc["load"] = predict_load(placement, coordinator, memory["workers"], complete, link_table, source_mbit)
         doc["speed"] = predict_speed(model, memory["workers"], coordinator, link_table, memory_bandwidth)
+        speculation = predict_speculation(
+            model, memory, coordinator, link_table, memory_bandwidth, spec_acceptance, n_vocab
+        )
+        if speculation is not None:
+            doc["speculation"] = speculation
     doc["text"] = text(doc)
     return doc
 
@@ -231,6 +315,15 @@ def text(doc):
             f"Predicted generation: {speed['tokens_per_second']:.1f} tokens/s (compute "
             f"{speed['compute_seconds'] * 1000:.1f} ms + network {speed['network_seconds'] * 1000:.1f} ms per token, "
             f"memory bandwidth {doc['assumptions']['memory_bandwidth_bytes_per_second'] / 1e9:g} GB/s assumed)"
+        )
+    if doc.get("speculation"):
+        spec = doc["speculation"]
+        fast, plain = spec["with"]["tokens_per_second"], spec["without"]["tokens_per_second"]
+        lines.append(
+            f"Predicted with speculative decoding ({', '.join(spec['types'])}): {fast:.1f} tokens/s against "
+            f"{plain:.1f} without ({spec['speedup']:.2f} x), at an acceptance of {spec['acceptance']:.2f} assumed "
+            f"(accepted / drafted), {spec['drafted_per_pass']} tokens drafted and {spec['tokens_per_pass']:.2f} "
+            "yielded per pass" + ("; the logits of every verified token counted" if spec["logits_counted"] else "")
         )
     lines.extend(f"REFUSED: {refusal}" for refusal in doc["refusals"])
     return lines

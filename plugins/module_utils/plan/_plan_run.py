@@ -119,6 +119,18 @@ ARGUMENT_SPEC = {
     "strategy": {"type": "str", "default": "fewest", "choices": list(planner.STRATEGIES)},
     "fit_first": {"type": "bool", "default": True},
     "coordinator_memory": {"type": "dict"},
+    "speculative": {
+        "type": "dict",
+        "options": {
+            "types": {"type": "list", "elements": "str", "default": []},
+            "draft_path": {"type": "path"},
+            "draft_model": {"type": "dict"},
+            "draft_device": {"type": "str", "default": planner.DRAFT_ON_CPU},
+            "draft_max": {"type": "int"},
+            "draft_min": {"type": "int"},
+            "settings": {"type": "dict", "default": {}},
+        },
+    },
     "deployment": {
         "type": "dict",
         "options": {
@@ -176,11 +188,13 @@ def _observe(module):
 
 
 def _coordinator_memory(params):
-    """The coordinator host's figures for fit first: given, else read here (the module runs on the coordinator) when
-    no worker shares its host; None when not needed or not readable."""
+    """The coordinator host's figures for fit first and for a draft model (speculative decoding): given, else read
+    here (the module runs on the coordinator) when no worker shares its host; None when not needed or not readable."""
     if params["coordinator_memory"] is not None:
         return params["coordinator_memory"]
-    if params["worker_hosts"] is None or not params["fit_first"] or params["coordinator"] in params["worker_hosts"]:
+    drafting = planner.DRAFT_TYPE in ((params["speculative"] or {}).get("types") or [])
+    needed = params["fit_first"] or drafting
+    if params["worker_hosts"] is None or not needed or params["coordinator"] in params["worker_hosts"]:
         return None
     try:
         return _node_memory.memory_facts()
@@ -188,7 +202,44 @@ def _coordinator_memory(params):
         return None
 
 
-def _record(params, deployed, summary, workers, result, headroom, overhead):
+def _speculative(params, check_mode, model=None):
+    """The planner's speculation request (``_cluster_plan.check_speculative``'s input), or None when it is off; the
+    draft model read from its GGUF header here (O(speculative.draft_path)) or given (O(speculative.draft_model)).
+    A draft read here whose vocabulary cannot draft for the model's (``model``: as ``_gguf_header.read_model`` read it
+    here too, else None) is refused, as llama.cpp would refuse it at load time.
+    Returns (request, why there is no plan yet: check mode before the draft is on this host). Raises GGUFError and
+    PlanError (a draft that a real run does not find is one)."""
+    options = params["speculative"] or {}
+    if not options.get("types"):
+        return None, None
+    settings = dict(options.get("settings") or {})
+    if planner.DRAFT_TYPE in options["types"]:
+        for option, name in (("draft_max", "draft-n-max"), ("draft_min", "draft-n-min")):
+            if options.get(option) is not None:
+                settings.setdefault(name, options[option])
+    path, draft = options.get("draft_path") or "", options.get("draft_model")
+    if path and not draft:
+        if os.path.exists(path):
+            read = gguf.read_model(path)
+            problem = gguf.vocabulary_problem(gguf.vocabulary(model), gguf.vocabulary(read)) if model else ""
+            if problem:
+                raise planner.PlanError(f"the draft model {path} cannot draft for the model: {problem}")
+            draft = planner.summarize(read)
+        elif check_mode:
+            return None, f"the draft model {path} is not on this host yet: check mode plans nothing before it is placed"
+        else:
+            raise planner.PlanError(f"the draft model {path} does not exist on this host")
+    request = {
+        "types": list(options["types"]),
+        "settings": settings,
+        "draft": draft,
+        "draft_path": path,
+        "draft_device": options.get("draft_device") or planner.DRAFT_ON_CPU,
+    }
+    return planner.check_speculative(request), None
+
+
+def _record(params, deployed, summary, workers, result, headroom, overhead, speculative=None):
     """The deployed plan record and whether it must be rewritten ({} without O(deployment))."""
     if params["deployment"] is None:
         return {}
@@ -204,6 +255,8 @@ def _record(params, deployed, summary, workers, result, headroom, overhead):
         "fit_first": params["fit_first"],
         "cache_ram": params["cache_ram"] << 20,  # bytes, as headroom and overhead: the supervisor plans with these
     }
+    if speculative:  # only when on: a deployment without speculation keeps the record it had
+        options["speculative"] = speculative
     doc = state.record(params["deployment"], summary, workers, options, result)
     return {"record": doc, "deploy_needed": state.deploy_needed(deployed, doc)}
 
@@ -272,8 +325,10 @@ def run_module(module):
     # The deployed plan, read once: the split to keep, and the record this run compares with.
     deployed = state.read_record(state.read_text(params["plan_file"]) if params["plan_file"] else None)
     try:
+        read = None
         if source == state.FROM_COORDINATOR:
-            summary = planner.summarize(gguf.read_model(params["model_path"]))
+            read = gguf.read_model(params["model_path"])
+            summary = planner.summarize(read)
         else:
             summary = params["model"] if source == state.FROM_GIVEN else params["controller_model"]
         missing = sorted(set(MODEL_KEYS) - set(summary))
@@ -282,6 +337,9 @@ def run_module(module):
                 msg=f"model lacks {', '.join(missing)}: pass the model that gguf_shard_plan returns with fetch=false",
                 **gathered,
             )
+        speculative, not_yet = _speculative(params, module.check_mode, read)
+        if not_yet:
+            return {"changed": False, "planned_from": None, "msg": not_yet, **gathered}
         result = planner.plan(
             summary,
             workers,
@@ -297,13 +355,14 @@ def run_module(module):
             fit_first=params["fit_first"],
             coordinator_available=_coordinator_available(_coordinator_memory(params)),
             cache_ram=params["cache_ram"] << 20,
+            speculative=speculative,
         )
     except (gguf.GGUFError, planner.PlanError, OSError) as exc:
         if params["plan_only"]:
             gathered["refusal"] = str(exc)
             return {"changed": False, "planned_from": source, "msg": str(exc), **gathered}
         module.fail_json(msg=str(exc), planned_from=source, **gathered)
-    decided = _record(params, deployed, summary, workers, result, headroom, overhead)
+    decided = _record(params, deployed, summary, workers, result, headroom, overhead, speculative)
     return {
         "changed": False,
         "plan": result,

@@ -261,7 +261,9 @@ def plan_only(shards, reports, request, info, *, timeout=60, validate_certs=True
         model_summary = cluster_plan.summarize(model)
     except (shard_fetch.FetchError, gguf_header.GGUFError, cluster_plan.PlanError, OSError) as exc:
         raise PlanError(f"cannot read the model's GGUF headers: {exc}") from None
+    vocabulary = gguf_header.vocabulary(model) or {}
     out = {"changed": False, "model": model_summary, "header_reads": reads, "refusal": None, "reports": {}}
+    out["vocabulary"] = {key: vocabulary.get(key) for key in ("count", "sha256", "model")}
     out.update({key: [] for key in ("fetched", "verified", "refetched", "actions")})  # nothing done on any host
     for name, report in reports.items():
         out["reports"][name] = {key: report[key] for key in REPORT_KEYS}

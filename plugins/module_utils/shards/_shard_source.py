@@ -165,6 +165,26 @@ def resolve_files(paths, digest=True):
     return shards
 
 
+def resolve(args, find_file):
+    """The shards of the one source ``args`` names (gguf_shard_plan's options: ``hf_repo`` with ``hf_pattern``,
+    ``hf_revision``, ``hf_token``, ``hf_endpoint``; ``urls``; ``files``; and ``timeout``, ``validate_certs``,
+    ``fetch``: controller files are hashed only for a fetching run) and ``{"headers", "revision"}`` (hub only).
+    ``find_file`` locates a controller file as the copy module does (an action's ``_find_needle``)."""
+    if args.get("hf_repo"):
+        return resolve_hf(
+            args["hf_repo"], args["hf_pattern"], args["hf_revision"], args.get("hf_token"), args.get("hf_endpoint")
+        )
+    if args.get("urls"):
+        return resolve_urls(args["urls"], args["timeout"], args["validate_certs"]), {}
+    files = []
+    for entry in args.get("files") or ():
+        try:
+            files.append(find_file(entry))
+        except Exception as exc:  # noqa: BLE001 - Ansible raises several kinds for a missing file
+            raise SourceError(f"controller file {entry!r} not found: {exc}") from None
+    return resolve_files(files, digest=args.get("fetch", True)), {}
+
+
 def check_names(shards):
     """Sort ``shards`` by name in place; SourceError unless the names are one file or a complete split set."""
     for shard in shards:

@@ -188,6 +188,22 @@ def drop_override(args):
             os.unlink(path)
 
 
+def speculation_without(options, down):
+    """The deployed speculation (None without), without its draft model when the worker that runs it is ``down``:
+    the re-plan serves with the draftless types left (none: no speculation) rather than put the draft on the
+    coordinator, whose memory the supervisor does not plan."""
+    speculative = options.get("speculative")
+    if not (speculative and speculative.get("draft") and speculative.get("draft_device") in down):
+        return speculative
+    types = [kind for kind in speculative.get("types") or [] if kind != planner.DRAFT_TYPE]
+    if not types:
+        return None
+    settings = {
+        name: value for name, value in (speculative.get("settings") or {}).items() if not name.startswith("draft-")
+    }
+    return {"types": types, "settings": settings}
+
+
 def replan(config, down):
     options = config["options"]
     workers = [dict(worker, state="down" if worker["name"] in down else "ready") for worker in config["workers"]]
@@ -204,6 +220,7 @@ def replan(config, down):
         coordinator=options.get("coordinator"),
         fit_first=bool(options.get("fit_first", False)),
         cache_ram=int(options.get("cache_ram", 0)),
+        speculative=speculation_without(options, down),
     )
 
 

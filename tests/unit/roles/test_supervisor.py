@@ -439,3 +439,42 @@ def test_a_deployment_beside_the_check_that_drops_the_override_first_is_no_error
     monkeypatch.setattr(supervisor, "observe", observe_then_deploy)
     record = world["check"]()
     assert record["verdict"] == "restored" and not record["override"], record
+
+
+def test_a_replan_keeps_the_draftless_speculation_and_drops_a_draft_whose_worker_is_down(world, tmp_path):
+    """The deployed speculation (plan.json's options) is re-planned with the workers: a draft whose worker stays down
+    is left out of the override (the supervisor does not plan the coordinator's memory for it), and the draftless
+    types stay."""
+    draft = {
+        "n_layer": 2,
+        "n_head_kv": 1,
+        "head_k": 64,
+        "head_v": 64,
+        "layer_bytes": [1 << 20] * 2,
+        "output_bytes": 1 << 20,
+        "embedding_bytes": 1 << 20,
+        "weight_bytes": 4 << 20,
+    }
+    deployed = json.loads(config(tmp_path).read_text())
+    speculative = {
+        "types": ["draft-simple", "ngram-simple"],
+        "settings": {"draft-n-max": 8, "ngram-simple-size-m": 4},
+        "draft": draft,
+        "draft_path": "/data/models/draft/d.gguf",
+        "draft_device": "n3",
+    }
+    config(tmp_path, options={**deployed["options"], "speculative": speculative})
+    world["down"].add("10.0.0.3:50052")
+    for _check in range(3):
+        world["now"] += 15
+        record = world["check"]()
+    assert record["verdict"] == "replanned"
+    args = re.search(r"^LLAMARPC_PLAN_ARGS=(.*)$", world["override"].read_text(), re.MULTILINE).group(1)
+    assert args.endswith(" --spec-type ngram-simple --spec-ngram-simple-size-m 4"), args
+    assert "draft" not in args
+    # Without a draftless type there is no speculation left.
+    alone = dict(speculative, types=["draft-simple"], settings={"draft-n-max": 8})
+    assert supervisor.speculation_without({"speculative": alone}, {"n3"}) is None
+    # A draft on a worker that stays up stays there, on its device in the re-plan's order.
+    assert supervisor.speculation_without({"speculative": speculative}, {"n1"})["draft_device"] == "n3"
+    assert supervisor.speculation_without({}, {"n1"}) is None

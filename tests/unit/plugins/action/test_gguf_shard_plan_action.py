@@ -119,6 +119,9 @@ def test_plan_only_plans_like_a_fetching_run_and_reads_the_model(tiny):
     assert out["model"]["n_layer"] == 8 and out["model"]["weight_bytes"] > 0
     assert [read["requests"] for read in out["header_reads"]] == [0, 0, 0]  # controller files: read locally
     assert out["fetched"] == [] and out["actions"] == []
+    # The token list as shard 1's header has it (plan.yml counts the logits of speculative decoding with it).
+    assert out["vocabulary"]["count"] == 1024 and out["vocabulary"]["model"] == "llama"
+    assert len(out["vocabulary"]["sha256"]) == 64
 
 
 def test_plan_only_gives_the_refusal_a_fetching_run_fails_with(tiny):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gguf
 import pytest
 from tiny_gguf import generate
 
@@ -175,3 +176,88 @@ def test_fit_first_reads_the_coordinators_own_memory_when_no_worker_shares_its_h
     # Too little there once rounded (the default headroom is 512 MiB): workers.
     tight = {"available": GIB // 2 + (40 << 20), "total": 8 * GIB}  # 552 MiB, rounded down to 512 MiB
     assert run_module(llama_cluster_plan, {**args, "coordinator_memory": tight}).result["plan"]["local"] is False
+
+
+# Speculative decoding (issue #36): the draft read from its GGUF header, counted where it runs, in the arguments.
+
+
+@pytest.fixture(scope="module")
+def draft(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("draft"), preset="tiny", shards=1, seed=6)
+
+
+def test_a_draft_is_read_from_its_header_and_counted_on_its_worker(run_module, model, draft):
+    path = draft["files"][0]["path"]
+    args = {"model_path": model["files"][0]["path"], "workers": workers(4, 4), "ctx_size": 512, "strategy": "all"}
+    speculative = {"types": ["draft-simple"], "draft_path": path, "draft_device": "n2", "draft_max": 6}
+    out = run_module(llama_cluster_plan, {**args, "speculative": speculative}, check_mode=True).result
+    plain = run_module(llama_cluster_plan, args, check_mode=True).result
+    spec = out["plan"]["speculative"]
+    assert spec["draft_weight_bytes"] <= draft["total_bytes"] and spec["draft_device"] == "RPC1"
+    assert out["plan"]["args"] == (
+        f"{plain['plan']['args']} --spec-type draft-simple --spec-draft-model {path} --spec-draft-device RPC1 "
+        "--spec-draft-ngl all --spec-draft-n-max 6"
+    )
+    assert out["plan"]["workers"][1]["capacity"] == plain["plan"]["workers"][1]["capacity"] - spec["draft_bytes"]
+    # draft_max/draft_min only matter to the draft model: n-gram speculation alone passes none of them.
+    ngram = run_module(llama_cluster_plan, {**args, "speculative": {"types": ["ngram-mod"], "draft_max": 6}}).result
+    assert ngram["plan"]["args"] == plain["plan"]["args"] + " --spec-type ngram-mod"
+
+
+def test_a_missing_draft_fails_a_real_run_and_plans_nothing_in_check_mode(run_module, model):
+    args = {
+        "model_path": model["files"][0]["path"],
+        "workers": workers(4),
+        "ctx_size": 512,
+        "speculative": {"types": ["draft-simple"], "draft_path": "/nonexistent/draft.gguf"},
+    }
+    failed = run_module(llama_cluster_plan, args)
+    assert (
+        failed.failed and failed.result["msg"] == "the draft model /nonexistent/draft.gguf does not exist on this host"
+    )
+    checked = run_module(llama_cluster_plan, args, check_mode=True)
+    assert not checked.failed and "plan" not in checked.result
+    assert "the draft model /nonexistent/draft.gguf is not on this host yet" in checked.result["msg"]
+    bad = run_module(llama_cluster_plan, {**args, "speculative": {"types": ["draft-simple"]}})
+    assert bad.failed and "draft-simple needs a draft model" in bad.result["msg"]
+
+
+def test_the_record_holds_the_speculation_only_when_it_is_on(run_module, model, draft):
+    deployment = {"service": "s", "url": "http://x:8080", "model_path": "/m.gguf", "replan_after": 60}
+    args = {
+        "model_path": model["files"][0]["path"],
+        "workers": workers(4, 4),
+        "ctx_size": 512,
+        "deployment": deployment,
+    }
+    plain = run_module(llama_cluster_plan, args).result["record"]
+    assert "speculative" not in plain["options"] and "speculative" not in plain["plan"]
+    speculative = {"types": ["draft-simple"], "draft_path": draft["files"][0]["path"]}
+    record = run_module(llama_cluster_plan, {**args, "speculative": speculative}).result["record"]
+    saved = record["options"]["speculative"]
+    assert saved["draft"]["n_layer"] == draft["block_count"] and saved["draft_device"] == "cpu"
+    assert saved["types"] == ["draft-simple"] and saved["draft_path"] == draft["files"][0]["path"]
+
+
+def test_a_draft_of_another_vocabulary_is_refused_before_any_change(run_module, model, tmp_path):
+    """On the coordinator, the draft's and the model's headers read there: the token lists must agree as llama.cpp
+    requires (tests/unit/plugins/module_utils/model/test_gguf_vocabulary.py has each rule)."""
+    other = tmp_path / "other.gguf"
+    writer = gguf.GGUFWriter(str(other), "llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(["a", "b", "c", "d", "e", "f", "g"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    args = {
+        "model_path": model["files"][0]["path"],
+        "workers": workers(4),
+        "ctx_size": 512,
+        "speculative": {"types": ["draft-simple"], "draft_path": str(other)},
+    }
+    refused = run_module(llama_cluster_plan, args)
+    assert refused.failed and refused.result["msg"] == (
+        f"the draft model {other} cannot draft for the model: the tokenizers differ: the model's is 'llama', the "
+        "draft's 'gpt2'"
+    )

@@ -245,6 +245,14 @@ def test_the_coordinators_own_memory_is_read_for_fit_first(plan, monkeypatch):
     # Not fit first: not read.
     plan(coordinator="c", strategy="fewest", fit_first=False)
     assert reads == []
+    # Not fit first, but a draft model to run (speculative decoding): read, for the draft's bytes there; a
+    # draftless type needs none.
+    params = {"coordinator_memory": None, "worker_hosts": ["n1"], "coordinator": "c", "fit_first": False}
+    assert _plan_run._coordinator_memory({**params, "speculative": {"types": ["ngram-simple"]}}) is None
+    assert _plan_run._coordinator_memory({**params, "speculative": None}) is None
+    assert reads == []
+    assert _plan_run._coordinator_memory({**params, "speculative": {"types": ["draft-simple"]}}) == big
+    assert reads == [1]
 
 
 @pytest.mark.parametrize(

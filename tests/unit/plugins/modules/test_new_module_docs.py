@@ -1,4 +1,5 @@
-"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving and tensor_cache_hashes:
+"""managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving, gguf_vocabulary_check,
+llama_cluster_plan and tensor_cache_hashes:
 DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
 RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
@@ -9,11 +10,15 @@ import yaml
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _managed_files
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_serving
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _vocabulary_check
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_run
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
 from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_hashes
 from ansible_collections.llamarpc.cluster.plugins.modules import (
     gguf_shard_check,
+    gguf_vocabulary_check,
+    llama_cluster_plan,
     llama_server_check,
     llama_server_serving,
     managed_files,
@@ -27,6 +32,8 @@ MODULES = [
     (gguf_shard_check, _shard_check.ARGUMENT_SPEC),
     (llama_server_check, _llama_server_check.ARGUMENT_SPEC),
     (llama_server_serving, _llama_serving.ARGUMENT_SPEC),
+    (gguf_vocabulary_check, _vocabulary_check.ARGUMENT_SPEC),
+    (llama_cluster_plan, _plan_run.ARGUMENT_SPEC),
     (tensor_cache_hashes, _tensor_hashes.ARGUMENT_SPEC),
 ]
 

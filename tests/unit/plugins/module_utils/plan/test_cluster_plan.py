@@ -403,3 +403,185 @@ def test_what_llama_server_is_given_for_a_local_and_a_distributed_plan():
         "all",
     ]
     assert planner.describe(spread) == f"--rpc 10.0.0.11:50052,10.0.0.12:50052 --tensor-split {spread['tensor_split']}"
+
+
+# Speculative decoding (issue #36): its arguments, and a draft model's bytes on the host that runs it.
+
+
+def draft_model(n_layer=4, layer=10 * MIB, output=0, embedding=20 * MIB):
+    """A small draft; tied output (output 0) as Gemma's, so its embeddings also count on the output layer's device."""
+    summary = model(n_layer=n_layer, layer=layer, output=output or embedding, embedding=embedding, n_head_kv=1, head=64)
+    return summary
+
+
+def spec(types=("draft-simple",), device="cpu", settings=None, draft=True):
+    return {
+        "types": list(types),
+        "draft": draft_model() if draft else None,
+        "draft_path": "/data/models/draft/draft.gguf" if draft else "",
+        "draft_device": device,
+        "settings": settings or {},
+    }
+
+
+def test_ngram_speculation_costs_no_memory_and_adds_its_arguments():
+    ngram = {"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": 32, "ngram-mod-n-min": 8}}
+    plain = planner.plan(model(), workers(4, 4), ctx_size=512, strategy="all")
+    fast = planner.plan(model(), workers(4, 4), ctx_size=512, strategy="all", speculative=ngram)
+    assert fast["args"] == plain["args"] + " --spec-type ngram-mod --spec-ngram-mod-n-max 32 --spec-ngram-mod-n-min 8"
+    assert [row["headroom"] for row in fast["workers"]] == [row["headroom"] for row in plain["workers"]]
+    assert fast["speculative"]["flags"] == ["--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min", "--spec-type"]
+    assert not fast["speculative"]["draft"] and fast["table"] == plain["table"]
+    # Off: no key, no argument (a plan without speculation is what it was).
+    assert "speculative" not in plain and "--spec" not in plain["args"]
+    assert planner.plan(model(), workers(4, 4), ctx_size=512, strategy="all", speculative={"types": []}) == plain
+
+
+def test_a_draft_on_the_coordinators_cpu_counts_there():
+    summary, request = model(), spec(settings={"draft-n-max": 8})
+    need = planner.draft_need(planner.check_speculative(request), 512, 1, 128 * MIB)
+    kv = planner.kv_bytes_per_layer(request["draft"], 512, 1) * 4
+    assert need == {
+        "weights": request["draft"]["weight_bytes"],
+        "kv": kv,
+        "device": 0,
+        "coordinator": request["draft"]["weight_bytes"] + kv + 128 * MIB,
+    }
+    at = workers(1, 4, 4)
+    at[0]["mem_available"] = _local_need(summary) + need["coordinator"] + 512 * MIB  # exactly fits with the draft
+    local = planner.plan(summary, at, ctx_size=512, fit_first=True, coordinator="node1", speculative=request)
+    assert local["local"] and local["need_bytes"] == _local_need(summary) + need["coordinator"]
+    assert local["args"].split()[4:] == [
+        "--spec-type",
+        "draft-simple",
+        "--spec-draft-model",
+        "/data/models/draft/draft.gguf",
+        "--spec-draft-device",
+        "none",
+        "--spec-draft-n-max",
+        "8",
+    ]
+    assert local["speculative"]["draft_host"] == "node1" and local["table"][-1].startswith("draft model on node1 (CPU)")
+    at[0]["mem_available"] -= 1  # one byte short: the draft pushes the model onto the workers
+    spread = planner.plan(summary, at, ctx_size=512, fit_first=True, coordinator="node1", speculative=request)
+    assert (
+        not spread["local"]
+        and spread["coordinator_bytes"] == summary["embedding_bytes"] + 128 * MIB + need["coordinator"]
+    )
+    assert "--spec-draft-device none" in spread["args"]
+
+
+def test_a_draft_the_coordinator_cannot_hold_is_refused_when_no_worker_shares_its_host():
+    summary, request = model(), spec()
+    need = planner.draft_need(planner.check_speculative(request), 512, 1, 128 * MIB)
+    coordinator_bytes = summary["embedding_bytes"] + 128 * MIB + need["coordinator"]
+    headroom = 512 * MIB
+    fits = coordinator_bytes + headroom  # exactly: the coordinator's own bytes with the draft, and the headroom
+    kwargs = {"ctx_size": 512, "strategy": "all", "coordinator": "ctl", "headroom": headroom}
+    planned = planner.plan(summary, workers(4, 4), coordinator_available=fits, speculative=request, **kwargs)
+    assert planned["coordinator_bytes"] == coordinator_bytes
+    with pytest.raises(planner.PlanError, match="the coordinator cannot hold the draft model"):
+        planner.plan(summary, workers(4, 4), coordinator_available=fits - 1, speculative=request, **kwargs)
+    # Without speculation the coordinator's memory is not checked in a distributed plan, as before.
+    assert planner.plan(summary, workers(4, 4), coordinator_available=1, **kwargs)["coordinator_bytes"]
+    # Unknown memory (no figure, no worker on its host): nothing to check against.
+    assert planner.plan(summary, workers(4, 4), speculative=request, **kwargs)["speculative"]["draft"]
+
+
+def test_a_draft_on_a_worker_counts_there_and_puts_that_worker_in_the_plan():
+    summary, request = model(), spec(device="node2")
+    need = planner.draft_need(planner.check_speculative(request), 512, 1, 128 * MIB)
+    draft = request["draft"]
+    assert need["device"] == sum(draft["layer_bytes"]) + draft["output_bytes"] + need["kv"] + 128 * MIB
+    assert need["coordinator"] == draft["embedding_bytes"]  # its input layer stays on the coordinator's CPU
+    # node1 (8 GiB) alone would hold the model, and the coordinator could too: the draft's worker joins anyway.
+    result = planner.plan(
+        summary, workers(8, 4), ctx_size=512, fit_first=True, coordinator="node1", speculative=request
+    )
+    assert not result["local"] and [row["name"] for row in result["workers"]] == ["node2"]
+    assert "--spec-draft-device RPC0 --spec-draft-ngl all" in result["args"]
+    plain = planner.plan(summary, workers(8, 4), ctx_size=512, strategy="all")
+    both = planner.plan(summary, workers(8, 4), ctx_size=512, strategy="all", speculative=request)
+    capacity = {row["name"]: row["capacity"] for row in both["workers"]}
+    assert capacity["node2"] == {row["name"]: row["capacity"] for row in plain["workers"]}["node2"] - need["device"]
+    assert capacity["node1"] == plain["workers"][0]["capacity"]
+    assert both["speculative"]["draft_device"] == "RPC1" and both["workers"][1]["draft_bytes"] == need["device"]
+    assert both["table"][-1].startswith("draft model on node2 (RPC1)")
+
+
+def test_the_draft_kv_cache_has_the_targets_cells_and_its_own_types():
+    request = planner.check_speculative(spec(settings={"draft-type-k": "q8_0"}))
+    f16 = planner.draft_need(planner.check_speculative(spec()), 4096, 2, 0)["kv"]
+    assert f16 == 4096 * 2 * 1 * (64 * 2 + 64 * 2) * 4  # cells x KV heads x (K + V bytes) x draft layers
+    assert planner.draft_need(request, 4096, 2, 0)["kv"] == int(4096 * 2 * (64 * 34 / 32 + 64 * 2)) * 4
+
+
+def test_the_draft_worker_must_be_usable():
+    with pytest.raises(planner.PlanError, match="draft model's device 'node9' is no worker"):
+        planner.plan(model(), workers(4, 4), ctx_size=512, speculative=spec(device="node9"))
+    down = workers(4, 4)
+    down[1]["state"] = "refused"
+    with pytest.raises(planner.PlanError, match=r"draft model's worker node2 is not usable \(not reachable"):
+        planner.plan(model(), down, ctx_size=512, speculative=spec(device="node2"))
+
+
+def test_a_kept_plan_without_the_draft_worker_gives_way():
+    summary = model()
+    first = planner.plan(summary, workers(8, 8), ctx_size=512)  # node1 alone
+    assert first["rpc"] == "10.0.0.11:50052"
+    again = planner.plan(summary, workers(8, 8), ctx_size=512, keep=first, speculative=spec(device="node2"))
+    assert not again["kept"] and again["rpc"] == "10.0.0.12:50052"
+
+
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        ({"types": ["draft-eagle3"]}, "unknown speculative type 'draft-eagle3'"),
+        ({"types": ["draft-simple"]}, "draft-simple needs a draft model"),
+        ({"types": ["ngram-mod"], "draft": draft_model(), "draft_path": "/d.gguf"}, "do not use it"),
+        ({"types": [], "draft": draft_model(), "draft_path": "/d.gguf"}, "no speculative type"),
+        ({"types": ["ngram-mod"], "settings": {"n-max": 3}}, "unknown speculative setting 'n-max'"),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": "many"}}, "takes a int"),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": True}}, "takes a int"),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": -1}}, "must be from 0 to 1024"),
+        # llama.cpp's own minimum (48) over a smaller maximum: every draft shorter than the minimum is thrown away.
+        (
+            {"types": ["ngram-mod"], "settings": {"ngram-mod-n-max": 32}},
+            r"ngram-mod-n-min \(48\) is more than ngram-mod-n-max \(32\)",
+        ),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-match": 2000}}, r"must be from 1 to 1024 \(llama-server"),
+        ({"types": ["ngram-simple"], "settings": {"ngram-simple-min-hits": 0}}, "must be 1 or more"),
+        ({"types": ["ngram-mod"], "settings": {"draft-p-min": 1.5}}, "must be from 0.0 to 1.0"),
+        ({"types": ["ngram-mod"], "settings": {"draft-type-k": "q3"}}, "unknown KV cache type"),
+        ({"types": ["ngram-mod"], "settings": {"ngram-mod-n-min": 80}}, r"ngram-mod-n-min \(80\) is more than"),
+        (
+            {
+                "types": ["draft-simple"],
+                "settings": {"draft-n-min": 4, "draft-n-max": 2},
+                "draft": draft_model(),
+                "draft_path": "/d.gguf",
+            },
+            r"draft-n-min \(4\) is more than draft-n-max \(2\)",
+        ),
+        ({"types": ["draft-simple"], "draft": draft_model(), "draft_path": "/my models/d.gguf"}, "white space"),
+        ({"types": ["draft-simple"], "draft": draft_model(), "draft_path": "d.gguf"}, "absolute"),
+    ],
+)
+def test_a_bad_speculation_request_is_refused_with_what_to_change(request_, message):
+    with pytest.raises(planner.PlanError, match=message):
+        planner.check_speculative(request_)
+
+
+def test_speculation_in_normal_form():
+    assert planner.check_speculative(None) is None and planner.check_speculative({"types": []}) is None
+    normal = planner.check_speculative(
+        {
+            "types": ["ngram-mod", "ngram-mod", "draft-simple"],
+            "draft": draft_model(),
+            "draft_path": "/d.gguf",
+            "settings": {"draft-p-min": "0.75", "draft-n-max": "5"},
+        }
+    )
+    assert normal["types"] == ["ngram-mod", "draft-simple"] and normal["draft_device"] == "cpu"
+    assert normal["settings"] == {"draft-n-max": 5, "draft-p-min": 0.75}
+    assert planner.speculative_args(normal, "none")[-4:] == ["--spec-draft-n-max", "5", "--spec-draft-p-min", "0.75"]

@@ -206,3 +206,70 @@ def test_a_token_bucket_passes_a_tokens_few_kilobytes_at_the_wires_speed():
     serialised = pm.predict([loopback, remote], "layer", **terms)["tokens_per_second"]
     assert shaped / LAYER2_1203 == pytest.approx(0.967, abs=0.01)
     assert serialised / LAYER2_1203 == pytest.approx(0.87, abs=0.01)
+
+
+# Speculative decoding (issue #36): per pass, the drafting, a verification of k + 1 tokens whose compute grows with k
+# and whose weight reads and round trips do not.
+
+
+def test_a_pass_yields_the_targets_token_and_the_accepted_drafted_ones():
+    assert pm.tokens_per_pass(4, 0.5) == 3.0
+    assert pm.tokens_per_pass(0, 0.9) == 1.0
+    assert pm.tokens_per_pass(8, 1.0) == 9.0
+    for bad in ((-1, 0.5), (4, 1.5), (4, -0.1)):
+        with pytest.raises(ValueError):
+            pm.tokens_per_pass(*bad)
+
+
+def test_nothing_drafted_is_the_plain_prediction():
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.004, "throughput": 1.25e7} for n in "abc"]
+    terms = {"activation_bytes": 4096, "logits_bytes": 600_000}
+    plain = pm.predict(nodes, "layer", **terms)
+    none = pm.speculative(nodes, 0, 0.0, **terms)
+    assert none["seconds_per_token"] == pytest.approx(plain["seconds_per_token"])
+    assert none["tokens_per_pass"] == 1.0 and none["draft_seconds"] == 0.0
+
+
+def test_the_round_trips_are_paid_once_per_pass_and_the_weights_read_once():
+    """Three workers 16 ms away: a plain token pays 3 round trips and reads 3 GB; a pass of 4 drafted tokens at
+    acceptance 0.5 pays the same and yields 3 tokens (n-gram drafting costs nothing)."""
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.016} for n in "abc"]
+    out = pm.speculative(nodes, 4, 0.5, verify_fraction=0.1, **BARE)
+    per_pass = 3 * 0.1 + 3 * 0.016  # 5 x 0.1 of a read is under one read: the batch costs one read
+    assert out["verify_seconds"] == pytest.approx(per_pass)
+    assert out["seconds_per_token"] == pytest.approx(per_pass / 3)
+    assert out["tokens_per_second"] / pm.predict(nodes, "layer", **BARE)["tokens_per_second"] == pytest.approx(3.0)
+
+
+def test_the_verification_compute_grows_with_k_past_the_roofline():
+    nodes = [{"name": "a", "bytes": GB, "bandwidth": 10 * GB}]
+    assert pm.speculative(nodes, 9, 0.0, verify_fraction=0.1)["verify_seconds"] == pytest.approx(0.1)  # 10 x 0.1
+    assert pm.speculative(nodes, 19, 0.0, verify_fraction=0.1)["verify_seconds"] == pytest.approx(0.2)  # 20 x 0.1
+    assert pm.speculative(nodes, 3, 0.0, verify_fraction=0.5)["verify_seconds"] == pytest.approx(0.2)  # 4 x 0.5
+
+
+def test_the_activations_and_logits_of_every_verified_token_cross_the_links():
+    nodes = [{"name": n, "bytes": 0, "bandwidth": GB, "rtt": 0.0, "throughput": 1e6} for n in "ab"]
+    out = pm.speculative(nodes, 3, 0.0, activation_bytes=1000, logits_bytes=10_000, **BARE)
+    # 4 tokens: 4 kB of activations to each of the 2 workers, 40 kB of logits back from the last, at 1 MB/s.
+    assert out["verify_seconds"] == pytest.approx((2 * 4000 + 40_000) / 1e6)
+
+
+def test_a_draft_model_is_charged_per_drafted_token_and_where_it_runs():
+    nodes = [{"name": "a", "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.0}]
+    on_cpu = {"bytes": 0.1 * GB, "bandwidth": 10 * GB}
+    out = pm.speculative(nodes, 4, 0.5, draft=on_cpu, **BARE)
+    # k passes one token after another and one batch catching up on the accepted tokens: 5 reads of 0.1 GB.
+    assert out["draft_seconds"] == pytest.approx(5 * 0.01)
+    on_worker = {**on_cpu, "rtt": 0.016, "throughput": 1e6, "logits_bytes": 1000}
+    far = pm.speculative(nodes, 4, 0.5, draft=on_worker, **BARE)
+    assert far["draft_seconds"] == pytest.approx(5 * (0.01 + 0.016 + 0.001))
+    assert far["seconds_per_token"] == pytest.approx((far["draft_seconds"] + far["verify_seconds"]) / 3.0)
+    with pytest.raises(ValueError, match="draft model's node has no memory bandwidth"):
+        pm.speculative(nodes, 4, 0.5, draft={"bytes": 1})
+
+
+def test_a_draft_that_is_never_accepted_is_slower_than_none():
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.016} for n in "abc"]
+    draft = {"bytes": 0.1 * GB, "bandwidth": 10 * GB}
+    assert pm.speculative(nodes, 4, 0.0, draft=draft)["tokens_per_second"] < pm.predict(nodes)["tokens_per_second"]

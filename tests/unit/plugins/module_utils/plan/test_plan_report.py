@@ -151,3 +151,68 @@ def test_a_failed_write_keeps_the_old_plan_and_leaves_no_temporary_file(tmp_path
         write_json(str(path), build(source_mbit=40.0))
     assert [entry.name for entry in tmp_path.iterdir()] == ["plan.json"]
     assert path.read_text() == before
+
+
+# Speculative decoding (issue #36): tokens/s with and without it, at the acceptance assumed, said so.
+
+SPECULATIVE = {
+    "types": ["draft-simple"],
+    "settings": {"draft-n-max": 4},
+    "draft": True,
+    "draft_device": "none",
+    "draft_host": "c",
+    "draft_weight_bytes": 30 * MB,
+}
+
+
+def test_speculation_is_predicted_with_and_without_at_the_assumed_acceptance():
+    doc = build(memory={**MEMORY, "speculative": SPECULATIVE}, spec_acceptance=0.7, n_vocab=1000)
+    spec = doc["speculation"]
+    assert (spec["drafted_per_pass"], spec["acceptance"], spec["tokens_per_pass"]) == (4, 0.7, pytest.approx(3.8))
+    # Without: the plain prediction plus the logits back from the last worker (w2's 100 Mbit/s link), both ways.
+    logits = 4000 / 12.5e6
+    assert spec["without"]["seconds_per_token"] == pytest.approx(doc["speed"]["seconds_per_token"] + logits)
+    # With: the draft reads 30 MB on the coordinator's CPU 5 times; the pass reads every weight once and pays each
+    # worker's round trip once, with 5 tokens' activations and logits.
+    draft = 5 * 30 * MB / 10e9
+    verify = doc["speed"]["compute_seconds"] + (0.0001 + 0.002 + 2 * perf.RPC_CALL_SECONDS)
+    verify += 5 * (4000 / 125e6 + 4000 / 12.5e6) + 5 * logits
+    assert spec["with"]["seconds_per_token"] == pytest.approx((draft + verify) / 3.8)
+    assert spec["speedup"] == pytest.approx(spec["with"]["tokens_per_second"] / spec["without"]["tokens_per_second"])
+    assert doc["assumptions"]["spec_acceptance"] == 0.7
+    line = next(line for line in doc["text"] if line.startswith("Predicted with speculative decoding (draft-simple): "))
+    assert (
+        f"{spec['with']['tokens_per_second']:.1f} tokens/s against {spec['without']['tokens_per_second']:.1f}" in line
+    )
+    assert "at an acceptance of 0.70 assumed (accepted / drafted), 4 tokens drafted and 3.80 yielded per pass" in line
+    assert line.endswith("; the logits of every verified token counted")
+
+
+def test_without_speculation_there_is_no_such_prediction():
+    doc = build()
+    # The report is what it was without speculative decoding: no key of it at all.
+    assert "speculation" not in doc and "spec_acceptance" not in doc["assumptions"]
+    assert not any(line.startswith("Predicted with speculative") for line in doc["text"])
+
+
+def test_a_draft_on_a_worker_pays_its_round_trip_per_drafted_token():
+    on_w2 = {**SPECULATIVE, "draft_device": "RPC1", "draft_host": "w2"}
+    near = build(memory={**MEMORY, "speculative": SPECULATIVE})["speculation"]
+    far = build(memory={**MEMORY, "speculative": on_w2})["speculation"]
+    assert far["with"]["draft_seconds"] == pytest.approx(
+        near["with"]["draft_seconds"] + 5 * (0.002 + perf.RPC_CALL_SECONDS)
+    )
+
+
+@pytest.mark.parametrize(
+    ("types", "settings", "drafted"),
+    [
+        (["ngram-mod"], {}, 64),  # llama.cpp's own defaults
+        (["ngram-mod"], {"ngram-mod-n-max": 16}, 16),
+        (["ngram-simple"], {}, 48),
+        (["ngram-map-k", "draft-simple"], {"ngram-map-k-size-m": 8, "draft-n-max": 12}, 12),
+        (["draft-simple"], {}, 3),
+    ],
+)
+def test_the_tokens_drafted_per_pass_follow_the_types_settings(types, settings, drafted):
+    assert report.drafted_per_pass({"types": types, "settings": settings}) == drafted
