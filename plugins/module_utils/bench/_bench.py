@@ -172,6 +172,13 @@ def interface_bytes(text):
     return {"received_bytes": received, "sent_bytes": sent}
 
 
+def sshfs_bytes(sizes, mounts):
+    """Bytes of the files in ``sizes`` ({real path: size}) that lie on an SSHFS mount (``mounts``: the mount points
+    of the fuse.sshfs entries of /proc/self/mountinfo): what a load of them reads over the links to other hosts."""
+    points = [point.rstrip("/") + "/" for point in mounts]
+    return sum(size for path, size in sizes.items() if any(path.startswith(point) for point in points))
+
+
 def bytes_between(before, after):
     """What the counters of :func:`interface_bytes` grew by from ``before`` to ``after``."""
     return {key: after[key] - before[key] for key in before}
@@ -221,7 +228,7 @@ def output_row(verdicts, reference="single"):
 
 #: Load figures of a configuration loaded more than once (the load ratios' cold, warm and seeded loads): the report
 #: takes their medians.
-REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "seed_seconds", "seeded_total_seconds")
+REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "load_received_bytes", "seed_seconds", "seeded_total_seconds")
 
 
 def hold_between(before, after):

@@ -354,6 +354,21 @@ def test_repeated_loads_become_their_medians_and_every_output_is_compared():
     assert "(median of 3)" in bench.markdown_report(merged, [], {"title": "t"})
 
 
+def test_sshfs_bytes_counts_the_files_under_a_mount_point_and_no_neighbour_of_it():
+    sizes = {"/m/a.gguf": 10, "/mnt/llamarpc/node3/b.gguf": 20, "/mnt/llamarpc/node30/c.gguf": 40}
+    assert bench.sshfs_bytes(sizes, ["/mnt/llamarpc/node3"]) == 20
+    assert bench.sshfs_bytes(sizes, ["/mnt/llamarpc/node3/", "/mnt/llamarpc/node30"]) == 60
+    assert bench.sshfs_bytes(sizes, []) == 0
+
+
+def test_repeated_loads_take_the_median_of_the_bytes_received_too():
+    results = [_loaded("B-planned-seeded-hashes", 1.0 + i, sent=10) for i in range(3)]
+    for result, received in zip(results, (700, 5, 9), strict=True):
+        result["summary"]["load_received_bytes"] = received
+    [merged] = bench.merge_repeats(results)
+    assert merged["summary"]["load_received_bytes"] == 9
+
+
 def test_repeated_rounds_pool_their_completions():
     """The single process and fit first's plan, run in three interleaved rounds while the machine's load moves: the
     generation figures are taken over every round's completions together, not the first round's alone."""
