@@ -491,16 +491,18 @@ def paper_lines(paper):
         f"{_fmt(assumed.get('memory_bandwidth_gb_per_s'), 0)} GB/s of memory bandwidth per node, "
         f"{_fmt(assumed.get('rtt_ms'), 1)} ms round trip.",
         "",
-        "| plan | link | cold load | seeded load | warm load | generation tok/s |",
-        "|---|---|---|---|---|---|",
+        "| plan | link | cold load | seeded load | seeded load, tensor hashes | warm load | generation tok/s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in paper.get("rows") or ():
+        hashes = row.get("seeded_hashes_s")
         lines.append(
             f"| {row['plan']} | {row['link_mbit']:g} Mbit/s | {row['cold_s'] / 60:.1f} min | "
-            f"{row['seeded_s'] / 60:.1f} min | {row['warm_s'] / 60:.1f} min | {row['tokens_per_second']:.2f} |"
+            f"{row['seeded_s'] / 60:.1f} min | {'-' if hashes is None else f'{hashes / 60:.1f} min'} | "
+            f"{row['warm_s'] / 60:.1f} min | {row['tokens_per_second']:.2f} |"
         )
     lines.append(
-        f"| the seed, measured | - | {_fmt(measured.get('load_minutes'), 0)} min | - | - "
+        f"| the seed, measured | - | {_fmt(measured.get('load_minutes'), 0)} min | - | - | - "
         f"| {_fmt(measured.get('tokens_per_second'))} |"
     )
     return lines
