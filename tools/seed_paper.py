@@ -159,9 +159,8 @@ def figures(model, summary, result, shard_bytes, mbit, a):
     seed = perf.seed_seconds([p["hashed"] for p in per.values()], a["disk_rate"], a["hash_rate"])
     # With the tensor hashes: the seeded tensors offered by hash unread and unhashed, the rest read and sent as warm.
     local, sshfs = read_with_hashes(model, shard_bytes)
-    hashes = perf.load_seconds(
-        sent_bytes=warm_sent, **dict(common, local_bytes=local, sshfs_bytes=sshfs, hashed_bytes=0)
-    )
+    unread = {**common, "local_bytes": local, "sshfs_bytes": sshfs, "hashed_bytes": 0}
+    hashes = perf.load_seconds(sent_bytes=warm_sent, **unread)
     nodes = [
         {
             "name": name,

@@ -115,33 +115,33 @@ def decide(shards, *, existing=None, rows=None, help_text=None):
     shards = {name: str(sha).lower() for name, sha in (shards or {}).items() if sha}
     out = {"state": "absent", "content": None, "use": False, "reason": "", "tensors": 0, "shards": []}
     if not shards:
-        return dict(out, reason="the sha256 of the shards in force is not known")
+        return {**out, "reason": "the sha256 of the shards in force is not known"}
     if rows is not None:
         tensors, used = from_seeding(rows, shards)
         if not tensors:
-            return dict(out, reason="no seeded tensor is known to be of the shards in force")
+            return {**out, "reason": "no seeded tensor is known to be of the shards in force"}
         content = text(tensors, used)
     elif existing is None:
-        return dict(out, reason="no seeding has written tensor hashes")
+        return {**out, "reason": "no seeding has written tensor hashes"}
     else:
         try:
             parsed = parse(existing)
         except HashesError as exc:
-            return dict(out, reason=f"the file does not parse ({exc}): removed")
+            return {**out, "reason": f"the file does not parse ({exc}): removed"}
         why = stale(parsed, shards)
         if why:
-            return dict(out, reason=f"stale - {why}: removed")
+            return {**out, "reason": f"stale - {why}: removed"}
         if not parsed["tensors"]:
-            return dict(out, reason="it names no tensor: removed")
+            return {**out, "reason": "it names no tensor: removed"}
         content = existing
     parsed = parse(content)
     out.update(state="present", content=content, tensors=len(parsed["tensors"]), shards=sorted(parsed["shards"]))
     if help_text is None:
-        return dict(out, reason="llama-server is not installed yet")
+        return {**out, "reason": "llama-server is not installed yet"}
     if FLAG not in help_text:
-        return dict(out, reason=f"llama-server lacks {FLAG} (a build without rpc-tensor-hashes.patch): it reads every "
-                    "weight it sends")  # fmt: skip
-    return dict(out, use=True)
+        lacks = f"llama-server lacks {FLAG} (a build without rpc-tensor-hashes.patch): it reads every weight it sends"
+        return {**out, "reason": lacks}
+    return {**out, "use": True}
 
 
 ARGUMENT_SPEC = {
@@ -184,4 +184,4 @@ def run_module(module):
     existing = read_existing(params["path"])
     result = decide(params["shards"], existing=existing, rows=seeded_rows(params["seeded"]), help_text=help_text)
     result["environment"] = {ENV: params["path"]} if result["use"] else {}
-    return dict(result, changed=False)
+    return {**result, "changed": False}
