@@ -112,6 +112,30 @@ def placement(model, result):
     return per
 
 
+def taken_by_hash(tensor):
+    """Whether llama-server takes ``tensor`` by hash from the tensor hashes file (``--rpc-tensor-hashes``) after a
+    seeding, without reading it: a weight over the cache's threshold bound for a worker (the token embedding stays on
+    the coordinator's CPU)."""
+    return not tensor["name"].startswith("token_embd.") and tensor["bytes"] > seed_gguf.mp.CACHE_THRESHOLD_BYTES
+
+
+def read_with_hashes(model, shard_bytes):
+    """(local, SSHFS) bytes llama-server still reads at a seeded load given the tensor hashes: every tensor it does not
+    take by hash, from its shard (shards 1-COORDINATOR_SHARDS on its disk). The tensor table lists shard 1's tensors
+    first, then shard 2's, ... (``read_model``), so a running sum of the shards' bytes tells each tensor's shard."""
+    local = sshfs = seen = 0
+    for tensor in model["tensors"]:
+        on_disk = seen < sum(shard_bytes[:COORDINATOR_SHARDS])
+        seen += tensor["bytes"]
+        if taken_by_hash(tensor):
+            continue
+        if on_disk:
+            local += tensor["bytes"]
+        else:
+            sshfs += tensor["bytes"]
+    return local, sshfs
+
+
 def figures(model, summary, result, shard_bytes, mbit, a):
     """Load times (cold, seeded, warm; seconds) and tokens/s of ``result`` over ``mbit`` links under assumptions
     ``a``."""
@@ -130,8 +154,13 @@ def figures(model, summary, result, shard_bytes, mbit, a):
         "rtt": a["rtt"],
     }
     cold = perf.load_seconds(sent_bytes=sum(per[n]["bytes"] for n in remote), **common)
-    warm = perf.load_seconds(sent_bytes=sum(per[n]["bytes"] - per[n]["hashed"] for n in remote), **common)
+    warm_sent = sum(per[n]["bytes"] - per[n]["hashed"] for n in remote)
+    warm = perf.load_seconds(sent_bytes=warm_sent, **common)
     seed = perf.seed_seconds([p["hashed"] for p in per.values()], a["disk_rate"], a["hash_rate"])
+    # With the tensor hashes: the seeded tensors offered by hash unread and unhashed, the rest read and sent as warm.
+    local, sshfs = read_with_hashes(model, shard_bytes)
+    unread = {**common, "local_bytes": local, "sshfs_bytes": sshfs, "hashed_bytes": 0}
+    hashes = perf.load_seconds(sent_bytes=warm_sent, **unread)
     nodes = [
         {
             "name": name,
@@ -156,6 +185,8 @@ def figures(model, summary, result, shard_bytes, mbit, a):
         "warm": warm,
         "seed": seed,
         "seeded": seed + warm["total"],
+        "hashes": hashes,
+        "seeded_hashes": seed + hashes["total"],
         "tps": speed["tokens_per_second"],
         "speed": speed,
     }
@@ -203,6 +234,7 @@ def summary_json(c=None):
             "link_mbit": mbit,
             "cold_s": run["cold"]["total"],
             "seeded_s": run["seeded"],
+            "seeded_hashes_s": run["seeded_hashes"],
             "warm_s": run["warm"]["total"],
             "tokens_per_second": run["tps"],
         }
@@ -285,19 +317,22 @@ def build():
         "nodes' layers over its own link (node1's own worker is loopback). Seeded: each worker first fills its cache",
         "from its own copy of the shards (in parallel), then llama-server loads as warm. Warm: the caches hold every",
         "tensor over 10 MiB; llama-server still reads and hashes every weight (SSHFS included) and sends the small",
-        "ones (`attn_k`, `attn_v`, norms and biases: 2.9-4.3 MB each, under the cache's threshold).",
+        "ones (`attn_k`, `attn_v`, norms and biases: 2.9-4.3 MB each, under the cache's threshold). Seeded with",
+        "tensor hashes: the seeding, then a load given the hashes it computed (`--rpc-tensor-hashes`, the `llama_cpp`",
+        "role's patch): every seeded tensor is offered by hash without being read or hashed; llama-server reads only",
+        "the token embedding (its own CPU's) and the tensors under the threshold, and sends those as warm.",
         "",
-        "| plan | link | cold | seeded | warm | tokens/s |",
-        "|---|---|---|---|---|---|",
+        "| plan | link | cold | seeded | seeded, tensor hashes | warm | tokens/s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for (label, mbit), run in runs.items():
         name = plan_label(label, fewest)
         lines.append(
             f"| {name} | {mbit:g} Mbit/s | {_min(run['cold']['total'])} | {_min(run['seeded'])} | "
-            f"{_min(run['warm']['total'])} | {run['tps']:.2f} |"
+            f"{_min(run['seeded_hashes'])} | {_min(run['warm']['total'])} | {run['tps']:.2f} |"
         )
     lines += [
-        f"| seed, measured | (not recorded) | {MEASURED_LOAD_MIN} min | - | - | {MEASURED_TPS} |",
+        f"| seed, measured | (not recorded) | {MEASURED_LOAD_MIN} min | - | - | - | {MEASURED_TPS} |",
         "",
         "Where the time goes (seed's plan, seconds):",
         "",
@@ -306,11 +341,11 @@ def build():
     ]
     for mbit in LINKS_MBIT:
         run = runs[("seed", mbit)]
-        for kind in ("cold", "warm"):
+        for kind, label in (("cold", "cold"), ("warm", "warm"), ("hashes", "seeded, tensor hashes")):
             t = run[kind]
-            seeding = f"{run['seed']:.0f} before a seeded load" if kind == "warm" else "-"
+            seeding = f"{run['seed']:.0f} before a seeded load" if kind != "cold" else "-"
             lines.append(
-                f"| {mbit:g} Mbit/s | {kind} | {t['read_local']:.0f} | {t['read_sshfs']:.0f} | {t['hash']:.0f} | "
+                f"| {mbit:g} Mbit/s | {label} | {t['read_local']:.0f} | {t['read_sshfs']:.0f} | {t['hash']:.0f} | "
                 f"{t['offer']:.1f} | {t['send']:.0f} | {seeding} |"
             )
     speed = runs[("seed", 100)]["speed"]
@@ -351,7 +386,8 @@ def build():
                 cells.append(f"{run['tps']:.2f}")
             base = " (base)" if value == BASE[key] else ""
             lines.append(f"| {key} | {show(value)}{base} | " + " | ".join(cells) + " |")
-    cold100, warm100 = runs[("seed", 100)]["cold"], runs[("seed", 100)]["warm"]
+    cold100, warm100, hashes100 = (runs[("seed", 100)][kind] for kind in ("cold", "warm", "hashes"))
+    local_read, sshfs_read = read_with_hashes(model, shard_bytes)
     weighted = sum(row["weight_bytes"] for row in seed_plan["workers"])
     budget = 1 / MEASURED_TPS - speed["network_seconds"]
     need = speed["compute_seconds"] * BASE["memory_bandwidth"] / budget
@@ -367,6 +403,14 @@ def build():
         f"  4-5 over SSHFS (seeded/cold {runs[('seed', 100)]['seeded'] / cold100['total']:.2f}, warm/cold "
         f"{warm100['total'] / cold100['total']:.2f} at 100 Mbit/s). A seeded/cold ratio of 0.3 or less needs",
         "  the coordinator's shards on its own disk (or a faster path to them), not only seeded workers.",
+        "- The tensor hashes remove the SSHFS read: given the hashes the seeding computed, llama-server reads "
+        f"{sshfs_read / 1e6:.0f} MB",
+        f"  of shards 4-5 ({sshfs_read / sum(shard_bytes[COORDINATOR_SHARDS:]):.1%} of them) and "
+        f"{local_read / 1e6:.0f} MB of its own shards, hashes nothing, and the seeded load comes to",
+        f"  {_min(runs[('seed', 100)]['seeded_hashes'])} at 100 Mbit/s ({hashes100['total']:.0f} s of load after "
+        f"{runs[('seed', 100)]['seed']:.0f} s of seeding; seeded/cold "
+        f"{runs[('seed', 100)]['seeded_hashes'] / cold100['total']:.2f}) and "
+        f"{_min(runs[('seed', 1000)]['seeded_hashes'])} at 1 Gbit/s.",
         f"- Tokens/s is memory bandwidth: {_gb(weighted)} read per token, RPC "
         f"{speed['network_seconds'] / speed['seconds_per_token']:.0%} of a token at 100 Mbit/s. The seed's "
         f"{MEASURED_TPS} tokens/s is what {need / 1e9:.1f} GB/s per node gives with workers computing at the",

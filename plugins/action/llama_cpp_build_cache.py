@@ -19,6 +19,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_build import (
     BuildError,
     helper_sources,
+    patch_sources,
     sha256_file,
 )
 
@@ -31,6 +32,7 @@ ARGUMENT_SPEC = {
     "cpu": {"type": "str", "choices": ["portable", "native"], "default": "portable"},
     "targets": {"type": "list", "elements": "str", "required": True},
     "helpers": {"type": "list", "elements": "path", "default": []},
+    "patches": {"type": "list", "elements": "path", "default": []},
     "platform": {"type": "dict", "required": True},
     "build": {"type": "dict"},
     "build_host": {"type": "str"},
@@ -46,6 +48,7 @@ def entry_result(entry, record):
         "key": record["key"],
         "rpc_server": record.get("rpc_server") or "",
         "rpc_protocol": record.get("rpc_protocol"),
+        "patches": record.get("patches", []),
         "record": record,
     }
 
@@ -71,6 +74,7 @@ class ActionModule(ActionBase):
                 targets=args["targets"],
                 platform=args["platform"],
                 helpers=helpers,
+                patches=patch_sources(args["patches"]),
             )
         except BuildError as exc:
             raise AnsibleActionFail(str(exc)) from exc
@@ -106,7 +110,13 @@ class ActionModule(ActionBase):
         record = lp.build_record(
             key, build, sha256_file(archive), os.path.getsize(archive), args["build_host"], args["platform"]
         )
+        # Said once, when the build is stored: a source a patch does not apply to is built without it.
+        warnings = [
+            f"llama.cpp was built without the patch {patch['name']}: it {patch['reason']}"
+            for patch in record["patches"]
+            if not patch.get("applied")
+        ]
         if lp.load_record(entry) == record:
             return entry_result(entry, record)
         lp.write_record(entry, record)
-        return {"changed": True, **entry_result(entry, record)}
+        return {"changed": True, **entry_result(entry, record), **({"warnings": warnings} if warnings else {})}

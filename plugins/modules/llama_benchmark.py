@@ -97,10 +97,17 @@ options:
     type: int
     default: 0
   extra_args:
-    description: Further llama-server arguments.
+    description: Further llama-server arguments (C(--rpc-tensor-hashes FILE), say).
     type: list
     elements: str
     default: []
+  drop_cache:
+    description:
+      - Before the load, ask the kernel to forget this host's cached pages of every file of O(model) (posix_fadvise
+        DONTNEED), so that a shard on an SSHFS mount is read over the link again - as on a coordinator whose memory
+        cannot keep the shards cached (the seed's 19.8 GB on 8 GB). RV(result.load_network) then counts those bytes.
+    type: bool
+    default: false
   port:
     description: Loopback port of the benchmark's llama-server (not the cluster's own).
     type: int
@@ -307,8 +314,11 @@ result:
       type: dict
     summary:
       description: Medians and spread (load_seconds, prompt_tps, generation_tps, generation_spread) and the bytes
-        sent during the load (load_sent_bytes).
+        sent and received during the load (load_sent_bytes, load_received_bytes).
       type: dict
+    dropped_cache:
+      description: Whether the model's cached pages were dropped before the load (O(drop_cache)).
+      type: bool
     tensor_split:
       description: The proportions per worker it ran with (O(tensor_split); empty - even).
       type: list
@@ -337,6 +347,11 @@ profile:
     read_per_token_bytes: {description: Weights read per generated token (what the workers hold)., type: int}
     warm_load_bytes: {description: Workers' weights sent again on a warm load (not cached)., type: int}
     logits_bytes: {description: Logits per generated token (f32)., type: int}
+    file_bytes: {description: Bytes of the model's files (every shard)., type: int}
+    sshfs_bytes:
+      description: Bytes of the model's files that lie on an SSHFS mount here (a shard linked into one counts), read
+        over the links to other hosts at a load.
+      type: int
   sample: {name: gemma-3-270m-q4_k_m, n_layer: 18, weight_bytes: 246587904, embedding_share: 0.723, tied_output: true,
            small_tensors: 235, tensor_count: 236, logits_bytes: 1048576}
 report:
@@ -382,6 +397,7 @@ def main():
             "ctx_size": {"type": "int", "default": 512},
             "cache_ram": {"type": "int", "default": 0},
             "extra_args": {"type": "list", "elements": "str", "default": []},
+            "drop_cache": {"type": "bool", "default": False},
             "port": {"type": "int", "default": 8090},
             "prompt_tokens": {"type": "list", "elements": "int", "default": [32, 128], "no_log": False},
             "predict_tokens": {"type": "list", "elements": "int", "default": [16, 64], "no_log": False},

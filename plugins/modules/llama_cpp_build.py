@@ -16,7 +16,8 @@ description:
     with CMake and caches the executables and the C(lib*.so) they load under O(cache_dir), one entry per cache key. A
     later run with the same key changes nothing.
   - The key covers the archive's sha256, O(subdir), O(cmake_flags), O(targets), the machine architecture, the
-    compilers' versions and the O(helpers) (name and source sha256 of each). An entry is C(<cache_dir>/<key>/bin/)
+    compilers' versions, the O(helpers) (name and source sha256 of each) and the O(patches) (name and sha256 of each,
+    in order). An entry is C(<cache_dir>/<key>/bin/)
     (RUNPATH C($ORIGIN), so it can be copied anywhere) and C(manifest.json).
   - Runs on the build host, usually the controller (C(delegate_to), C(run_once)); an interrupted build never leaves an
     entry that looks complete, and concurrent runs for one key wait on a lock.
@@ -28,6 +29,7 @@ requirements:
   - cmake (3.15 or later), a C and C++ compiler (gcc/g++ or clang), on the build host
   - ninja is used when present, make otherwise
   - readelf (binutils) and ldd to check the cached binaries' libraries
+  - GNU patch, with O(patches)
 options:
   src:
     description:
@@ -87,6 +89,18 @@ options:
       - The name and the sha256 of each source are part of the cache key, so a changed source is a new entry.
         Without helpers the key is the one of a build before this option existed.
       - A helper that does not compile fails the build, with the end of the build log.
+    type: list
+    elements: path
+    default: []
+  patches:
+    description:
+      - Unified diffs (paths on the build host, named C(*.patch) or C(*.diff)) applied in this order to the llama.cpp
+        tree before CMake configures it, each with GNU patch (C(-p1), the C(a/) and C(b/) of C(git diff)) and no fuzz,
+        after a dry run has shown that it applies.
+      - A patch that does not apply (a source it was not written for) is left out, the build goes on without it and
+        the task warns once; RV(patches) and the entry's C(manifest.json) say which were applied and why one was not.
+      - The name and the sha256 of each, in order, are part of the cache key. Without patches the key is the one of a
+        build before this option existed.
     type: list
     elements: path
     default: []
@@ -222,6 +236,13 @@ log_file:
   returned: when O(log_file) is set
   type: str
   sample: /tmp/llama-build.log
+patches:
+  description: Each of O(patches) with C(name), C(sha256), C(applied) and C(reason) (why it was not, or empty).
+  returned: when the entry exists
+  type: list
+  elements: dict
+  sample: [{name: rpc-tensor-hashes.patch, sha256: 5d41402abc4b2a76b9719d911017c592ae1f4d3a9c5e6b7a8f9e0d1c2b3a4f5e,
+            applied: true, reason: ""}]
 rpc_server:
   description: File name of the RPC server in RV(bin_dir) (C(ggml-rpc-server) or C(rpc-server)).
   returned: when the entry exists and the RPC server is among its targets
@@ -271,6 +292,10 @@ manifest:
       elements: str
     helpers:
       description: The O(helpers) built, each with C(name) (its file in C(bin/)), C(source) and C(sha256).
+      type: list
+      elements: dict
+    patches:
+      description: The O(patches), as RV(patches).
       type: list
       elements: dict
     arch:
@@ -339,6 +364,7 @@ def main():
             "cmake_flags": {"type": "list", "elements": "str"},
             "targets": {"type": "list", "elements": "str", "default": list(DEFAULT_TARGETS)},
             "helpers": {"type": "list", "elements": "path", "default": []},
+            "patches": {"type": "list", "elements": "path", "default": []},
             "jobs": {"type": "int"},
             "cache_dir": {"type": "path", "default": "/var/cache/llamarpc/llama-cpp"},
             "log_file": {"type": "path"},

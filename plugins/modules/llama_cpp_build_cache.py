@@ -17,7 +17,8 @@ description:
     host packed them, and C(build.json), written last, with what the nodes' install needs (the build key, the RPC
     server's name and protocol, the files, the build host and its platform).
   - The key is the sha256 over O(checksum), O(subdir), O(cmake_flags) (the build module's defaults for the
-    architecture and O(cpu) when empty), O(targets), the O(helpers) (name and source sha256 of each), and the build
+    architecture and O(cpu) when empty), O(targets), the O(helpers) (name and source sha256 of each), the O(patches)
+    (name and sha256 of each, in order), and the build
     host's architecture, OS family, distribution and release, and glibc version from O(platform) (with the CPU's
     flags for a native build). It needs no compiler on the build host, so a hit is decided before the toolchain is
     installed or the build host is touched.
@@ -62,6 +63,13 @@ options:
     description:
       - The helper sources the build compiles (option C(helpers) of M(llamarpc.cluster.llama_cpp_build)), as files on
         the controller - the same bytes the build host gets.
+    type: list
+    elements: path
+    default: []
+  patches:
+    description:
+      - The patches the build applies (option C(patches) of M(llamarpc.cluster.llama_cpp_build)), as files on the
+        controller - the same bytes the build host gets.
     type: list
     elements: path
     default: []
@@ -146,6 +154,15 @@ rpc_protocol:
   returned: on a hit
   type: dict
   sample: {major: 7, minor: 0, patch: 0, version: 7.0.0}
+patches:
+  description:
+    - Each of O(patches) with C(name), C(sha256), C(applied) and C(reason) (why a patch did not apply to the source,
+      which was then built without it), as the build recorded them.
+  returned: on a hit
+  type: list
+  elements: dict
+  sample: [{name: rpc-tensor-hashes.patch, sha256: 5d41402abc4b2a76b9719d911017c592ae1f4d3a9c5e6b7a8f9e0d1c2b3a4f5e,
+            applied: true, reason: ""}]
 record:
   description: The entry's C(build.json).
   returned: on a hit

@@ -17,6 +17,10 @@ description:
     and stops the server again.
   - Fails, with the server's exit status and the end of its log, when the server dies (for example SIGILL, an
     instruction this CPU or kernel does not allow), is not ready within O(timeout), or answers without tokens.
+  - A build whose C(llama-server) knows C(--rpc-tensor-hashes) (the C(llama_cpp) role's patch) is given a file
+    naming every tensor of O(model) with its size, and must say that it read them all. Without an RPC device the
+    hashes are never offered (they are zeros), so the completion proves that the flag and the file leave a load
+    as it was.
   - Changes nothing on the host.
 author:
   - llamarpc.cluster contributors (@llamarpc)
@@ -93,6 +97,7 @@ recorded:
 
 import json
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -121,7 +126,9 @@ def main():
     if p["record"] and _read(p["record"]) == identity:
         module.exit_json(changed=False, recorded=True)
     options = {key: p[key] for key in ("timeout", "prompt", "n_predict", "threads")}
-    result = _llama_smoke.smoke(p["server"], p["model"], **options)
+    with tempfile.TemporaryDirectory(prefix="llamarpc-smoke-") as scratch:
+        options.update(_llama_smoke.hashes_options(module, p["server"], p["model"], scratch))
+        result = _llama_smoke.smoke(p["server"], p["model"], **options)
     if not result.pop("ok"):
         module.fail_json(msg=f"smoke test of {p['server']} failed: {result.pop('error')}", recorded=False, **result)
     if p["record"] and not module.check_mode:

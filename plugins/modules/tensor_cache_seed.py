@@ -84,6 +84,7 @@ options:
         C(HASH NAME FILE OFFSET SIZE) separated by single spaces - the cache file's name (16 hex digits), the
         tensor's name, its shard's file name (both percent-encoded, so neither holds a space), the tensor's offset in
         the shard and its size. Two tensors with identical bytes share a hash (one cache file) but each has its line.
+        With O(shards), a sixth field - the sha256 of the shard whose bytes the hash is of - when that is known.
       - The worker's pruner (C(llamarpc_cache_prune.py --keep)) reads only the first field. Put it beside the cache
         directory, not in it (the C(llama_rpc_worker) role - C(<cache dir>/seeded-tensors) beside C(<cache dir>/rpc)).
       - A rerun takes the hash of a tensor to fetch from O(urls) from this file; when that cache file is there with
@@ -115,6 +116,14 @@ options:
         read in 64 KiB requests, 16 at a time. After a failure (refused, host key unknown, the file shorter than the
         tensor, 60 s without an answer) the peer is not asked again in the run.
       - Requires O(cache_dir).
+    type: dict
+  shards:
+    description:
+      - The shards in force - a shard's file name to its sha256 (the C(llama_model) role's plan). A tensor whose hash
+        is of bytes of a shard of that sha256 gets C(shard_sha256) in RV(tensors) - its shard on this host verified by
+        the shard placement (its record in the model directory, size and mtime unchanged), fetched in this run from
+        O(peers) or O(urls), or recorded with that sha256 in O(keep_file) (a sixth field). Only those go into the
+        tensor hashes file llama-server takes (M(llamarpc.cluster.tensor_cache_hashes)).
     type: dict
 seealso:
   - module: llamarpc.cluster.llama_cluster_plan
@@ -165,6 +174,8 @@ tensors:
       O(urls)) or null (unavailable, no source).
     - An C(unavailable) tensor has a C(reason) (no local shard, peer or URL; each source's failure). A tensor to
       fetch in check mode has a null C(hash) unless O(keep_file) recorded it.
+    - With O(shards), C(shard_sha256) - the sha256 of the shard its hashed bytes are of - on each tensor whose bytes
+      are known to be of a shard in force.
   returned: always
   type: list
   elements: dict

@@ -172,6 +172,13 @@ def interface_bytes(text):
     return {"received_bytes": received, "sent_bytes": sent}
 
 
+def sshfs_bytes(sizes, mounts):
+    """Bytes of the files in ``sizes`` ({real path: size}) that lie on an SSHFS mount (``mounts``: the mount points
+    of the fuse.sshfs entries of /proc/self/mountinfo): what a load of them reads over the links to other hosts."""
+    points = [point.rstrip("/") + "/" for point in mounts]
+    return sum(size for path, size in sizes.items() if any(path.startswith(point) for point in points))
+
+
 def bytes_between(before, after):
     """What the counters of :func:`interface_bytes` grew by from ``before`` to ``after``."""
     return {key: after[key] - before[key] for key in before}
@@ -221,7 +228,7 @@ def output_row(verdicts, reference="single"):
 
 #: Load figures of a configuration loaded more than once (the load ratios' cold, warm and seeded loads): the report
 #: takes their medians.
-REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "seed_seconds", "seeded_total_seconds")
+REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "load_received_bytes", "seed_seconds", "seeded_total_seconds")
 
 
 def hold_between(before, after):
@@ -484,16 +491,18 @@ def paper_lines(paper):
         f"{_fmt(assumed.get('memory_bandwidth_gb_per_s'), 0)} GB/s of memory bandwidth per node, "
         f"{_fmt(assumed.get('rtt_ms'), 1)} ms round trip.",
         "",
-        "| plan | link | cold load | seeded load | warm load | generation tok/s |",
-        "|---|---|---|---|---|---|",
+        "| plan | link | cold load | seeded load | seeded load, tensor hashes | warm load | generation tok/s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in paper.get("rows") or ():
+        hashes = row.get("seeded_hashes_s")
         lines.append(
             f"| {row['plan']} | {row['link_mbit']:g} Mbit/s | {row['cold_s'] / 60:.1f} min | "
-            f"{row['seeded_s'] / 60:.1f} min | {row['warm_s'] / 60:.1f} min | {row['tokens_per_second']:.2f} |"
+            f"{row['seeded_s'] / 60:.1f} min | {'-' if hashes is None else f'{hashes / 60:.1f} min'} | "
+            f"{row['warm_s'] / 60:.1f} min | {row['tokens_per_second']:.2f} |"
         )
     lines.append(
-        f"| the seed, measured | - | {_fmt(measured.get('load_minutes'), 0)} min | - | - "
+        f"| the seed, measured | - | {_fmt(measured.get('load_minutes'), 0)} min | - | - | - "
         f"| {_fmt(measured.get('tokens_per_second'))} |"
     )
     return lines

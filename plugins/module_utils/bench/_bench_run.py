@@ -29,6 +29,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._bench impo
     ratio_rows,
     rerun_summary,
     same_output,
+    sshfs_bytes,
     tbf_burst,
     wait_healthy,
     write_chart,
@@ -37,11 +38,13 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.model._gguf_heade
     SPLIT_NAME,
     GGUFError,
     read_model,
+    split_paths,
 )
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model._model_profile import profile, reference_profile
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_plan import LOCAL_ARGS, assign_layers
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._perf_model import effective_bandwidth, predict
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _delay_proxy, _rpc_protocol, _rpc_wire
+from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._sshfs import parse_mountinfo
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
 
 SERVER_UNIT = "llamarpc-bench-server"
@@ -49,12 +52,30 @@ SERVER_UNIT = "llamarpc-bench-server"
 PAIR_UNIT = "llamarpc-bench-server-pair"
 PROXY_UNIT = "llamarpc-bench-proxy"
 NET_DEV = "/proc/net/dev"
+MOUNTINFO = "/proc/self/mountinfo"
 
 
 def network_counters(path=None):
     """This host's bytes received and sent so far on its links (every interface but loopback)."""
     with open(path or NET_DEV, encoding="ascii") as handle:
         return interface_bytes(handle.read())
+
+
+def model_sshfs_bytes(model, mountinfo=None):
+    """(bytes of the model's files, of them on SSHFS mounts): a shard's link into a mount counts as on the mount."""
+    sizes = {os.path.realpath(path): os.path.getsize(path) for path in split_paths(model)}
+    with open(mountinfo or MOUNTINFO, encoding="utf-8") as handle:
+        mounts = [e["mount_point"] for e in parse_mountinfo(handle.read()) if e["fstype"] == "fuse.sshfs"]
+    return sum(sizes.values()), sshfs_bytes(sizes, mounts)
+
+
+def drop_cached_pages(model):
+    """Ask the kernel to forget this host's cached pages of every file of the model (posix_fadvise DONTNEED), so that
+    a load reads a shard on an SSHFS mount over the link again, as a coordinator that cannot keep the shards in its
+    page cache does."""
+    for path in split_paths(model):
+        with open(path, "rb", buffering=0) as handle:
+            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def server_argv(p, rpc):
@@ -115,8 +136,10 @@ def run_summary(result):
     summary = {
         "load_seconds": result["load_seconds"],
         **completion_summary(result["runs"]),
-        # What this host's links sent during the load (the weights that crossed them to the workers).
+        # What this host's links sent during the load (the weights that crossed them to the workers) and received
+        # (the shards read over SSHFS from other hosts).
         "load_sent_bytes": (result.get("load_network") or {}).get("sent_bytes"),
+        "load_received_bytes": (result.get("load_network") or {}).get("received_bytes"),
     }
     if result["parallel_runs"]:
         summary["aggregate_tps"] = max(r["aggregate_per_second"] for r in result["parallel_runs"])
@@ -295,6 +318,9 @@ class Bench:
             for (q, unit), result, base in zip(servers, results, bases, strict=True):
                 argv = server_argv(q, self.proxied() if unit == SERVER_UNIT else list(q["rpc"]))
                 result["argv"] = argv
+                if q["drop_cache"]:
+                    drop_cached_pages(q["model"])
+                result["dropped_cache"] = bool(q["drop_cache"])
                 before = network_counters()
                 result["load_seconds"] = self.load(base, argv, unit, q["name"])
                 result["load_network"] = bytes_between(before, network_counters())
@@ -323,6 +349,7 @@ class Bench:
         try:
             tensors = read_model(self.params["model"])["tensors"]
             result = profile(tensors, match.group("prefix") if match else name.removesuffix(".gguf"))
+            result["file_bytes"], result["sshfs_bytes"] = model_sshfs_bytes(self.params["model"])
         except (GGUFError, OSError, ValueError) as exc:
             self.module.fail_json(msg=f"cannot profile {self.params['model']}: {exc}")
         return {"changed": False, "profile": result}

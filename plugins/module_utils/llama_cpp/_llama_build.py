@@ -79,6 +79,7 @@ _READELF_DYN_RE = re.compile(r"\((NEEDED|RUNPATH|RPATH|SONAME)\)\s+[^\[]*\[(.*)\
 _LDD_FOUND_RE = re.compile(r"^\s*(\S+)\s+=>\s+(.+?)\s+\(0x[0-9a-f]+\)\s*$")
 _LDD_NOT_FOUND_RE = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$")
 _HELPER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+-]*$")
+_PATCH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:patch|diff)$")
 
 
 class BuildError(Exception):
@@ -178,13 +179,49 @@ def helper_sources(paths, targets=()):
     return [helpers[name] for name in sorted(helpers)]
 
 
-def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler, helpers=()):
+def patch_sources(paths):
+    """``[{name, path, sha256}]`` of the patch files, in the order given (the order they are applied in); raise for a
+    file that is missing, not named ``*.patch`` or ``*.diff``, or whose name another patch has (they are copied side
+    by side onto the build host)."""
+    patches, names = [], set()
+    for path in paths or ():
+        name = os.path.basename(str(path))
+        if not _PATCH_NAME_RE.match(name):
+            raise BuildError(f"patch {path}: name it NAME.patch or NAME.diff (letters, digits, '.', '_', '+', '-')")
+        if not os.path.isfile(path):
+            raise BuildError(f"patch {path} does not exist")
+        if name in names:
+            raise BuildError(f"patch {path}: two patches are named {name}")
+        names.add(name)
+        patches.append({"name": name, "path": str(path), "sha256": sha256_file(path)})
+    return patches
+
+
+def patch_argv(patch, source_dir, patch_file, dry_run):
+    """GNU patch applying ``patch_file`` to the tree ``source_dir`` strictly: paths stripped of one directory (``a/``
+    and ``b/`` of ``git diff`` or ``diff -ru a b``), no fuzz, never reversed, no questions, no backup or reject files.
+    ``dry_run`` only checks that it applies."""
+    argv = [patch, "-p1", "--forward", "--batch", "--fuzz=0", "--no-backup-if-mismatch", "--reject-file=-"]
+    argv += ["--directory", source_dir, "--input", patch_file]
+    return [*argv, "--dry-run"] if dry_run else argv
+
+
+def patch_refusal(output, lines=3):
+    """Why a patch does not apply, from GNU patch's output: its messages, not the files it checked."""
+    found = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    found = [line for line in found if not line.startswith("checking file ")] or found
+    return "; ".join(found[:lines]) or "patch refused it"
+
+
+def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler, helpers=(), patches=()):
     """The cache key: sha256 over everything that changes the binaries.
 
     ``subdir`` is the requested one (None = auto-detect, which is deterministic for one archive),
     flags and targets keep their order (order matters to CMake: a later -D wins). ``helpers``
     (``helper_sources``) add each program's name and source sha256; without them the key is the one
-    of a build before helpers existed, so the entries cached then stay valid.
+    of a build before helpers existed, so the entries cached then stay valid. ``patches`` (``patch_sources``) add
+    each patch's name and sha256 in their order, the same way: whether a patch applies to the source follows from
+    both, so a key holds one outcome.
     """
     payload = {
         "format": CACHE_FORMAT,
@@ -197,6 +234,8 @@ def cache_key(source_sha256, *, subdir, cmake_flags, targets, arch, compiler, he
     }
     if helpers:
         payload["helpers"] = [[h["name"], h["sha256"]] for h in helpers]
+    if patches:
+        payload["patches"] = [[p["name"], p["sha256"]] for p in patches]
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

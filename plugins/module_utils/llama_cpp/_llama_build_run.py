@@ -49,6 +49,9 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_
     normalize_sha256,
     normalize_subdir,
     parse_rpc_proto_version,
+    patch_argv,
+    patch_refusal,
+    patch_sources,
     resolve_targets,
     rpc_server_in,
     sha256_file,
@@ -232,6 +235,56 @@ def compile_helpers(ctx, tmp, log, env):
     return programs
 
 
+def patch_program(module):
+    """GNU patch on the build host (the role installs it with the toolchain)."""
+    found = module.get_bin_path("patch")
+    if not found:
+        raise BuildError("patches are given but the build host has no patch program: install it (Debian: patch)")
+    return found
+
+
+def apply_patches(ctx, tmp, source_dir, log, env):
+    """Apply each patch of the key to the extracted tree, in order, when it applies; ``[{name, sha256, applied,
+    reason}]``.
+
+    Each is copied and checked against the sha256 in the key (as the helpers are), then checked with GNU patch's dry
+    run (no fuzz, never reversed): a patch that applies is applied; one that does not (a source it was not written for,
+    ``llama_cpp_source_url``) leaves the tree as it was, and the build goes on without it - ``reason`` says why. The
+    outcome follows from the source and the patch alone, so the key that names both names it too.
+    """
+    out_dir = os.path.join(tmp, "patches")
+    os.makedirs(out_dir, exist_ok=True)
+    outcome = []
+    for patch in ctx["patches"]:
+        copy = os.path.join(out_dir, patch["name"])
+        shutil.copyfile(patch["path"], copy)
+        if sha256_file(copy) != patch["sha256"]:
+            raise BuildError(f"patch {patch['path']} changed during the build: run the build again")
+        log.write(f"\n$ {shlex.join(patch_argv(ctx['patch'], source_dir, copy, dry_run=True))}\n")
+        log.flush()
+        # The output is the reason of a refusal (which is no failure), and goes to the build's log as well.
+        check = subprocess.run(  # pylint: disable=ansible-bad-function
+            patch_argv(ctx["patch"], source_dir, copy, dry_run=True),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
+        log.write(check.stdout + check.stderr)
+        entry = {"name": patch["name"], "sha256": patch["sha256"], "applied": False, "reason": ""}
+        if check.returncode > 1:  # GNU patch: 1 - hunks that do not apply; 2 - a malformed patch, or worse
+            raise StepFailed(f"patch {patch['path']} is not a patch GNU patch can read", check.stdout + check.stderr)
+        if check.returncode != 0:
+            entry["reason"] = f"does not apply to this source: {patch_refusal(check.stdout + check.stderr)}"
+            log.write(f"{patch['name']}: {entry['reason']}; building without it\n")
+        else:
+            run_step(patch_argv(ctx["patch"], source_dir, copy, dry_run=False), log, env, f"Patch {patch['name']}")
+            entry["applied"] = True
+        outcome.append(entry)
+    return outcome
+
+
 def publish(module, p, ctx, tree, *, stage, build_dir, env):
     """Stage the binaries, check them, write the manifest and move the entry into place."""
     stage_bin = os.path.join(stage, "bin")
@@ -255,6 +308,7 @@ def publish(module, p, ctx, tree, *, stage, build_dir, env):
         "targets": list(ctx["targets"]),
         "built_targets": tree["targets"],
         "helpers": [{"name": h["name"], "source": h["path"], "sha256": h["sha256"]} for h in ctx["helpers"]],
+        "patches": tree["patches"],
         "arch": ctx["arch"],
         "compiler": ctx["compiler"],
         "cmake_version": first_line(cmake_out) if rc == 0 else None,
@@ -293,6 +347,7 @@ def build(module, p, ctx):
             log.write(f"extracting into {tmp}/src\n")
             log.flush()
             tree = prepare_source(p, ctx, os.path.join(tmp, "src"), log)
+            tree["patches"] = apply_patches(ctx, tmp, tree["source_dir"], log, env)
             tree["configure_args"] = configure_args_for(module, ctx["cmake_flags"], tree["version"])
             build_dir = os.path.join(tmp, "build")
             configure = [ctx["cmake"], "-S", tree["source_dir"], "-B", build_dir, *tree["configure_args"]]
@@ -338,6 +393,7 @@ def entry_result(entry, manifest):
         "manifest": manifest,
         "rpc_protocol": manifest.get("rpc_protocol"),
         "archive": os.path.join(entry, ARCHIVE),
+        "patches": manifest.get("patches", []),
     }
     if manifest.get("rpc_server"):
         result["rpc_server"] = manifest["rpc_server"]
@@ -346,7 +402,8 @@ def entry_result(entry, manifest):
 
 
 def check_request(p):
-    """Refuse a bad request before anything is built: (archive kind, the source's sha256, the targets, the helpers)."""
+    """Refuse a bad request before anything is built: (archive kind, the source's sha256, the targets, the helpers, the
+    patches)."""
     src = p["src"]
     if not os.path.isfile(src):
         raise BuildError(f"source archive {src} does not exist on the build host")
@@ -362,7 +419,7 @@ def check_request(p):
         raise BuildError("targets must name at least one CMake target")
     if p["subdir"] is not None:
         normalize_subdir(p["subdir"])  # reject absolute and escaping paths before anything else
-    return kind, actual, targets, helper_sources(p["helpers"], targets)
+    return kind, actual, targets, helper_sources(p["helpers"], targets), patch_sources(p["patches"])
 
 
 def cache_state(entry, key):
@@ -396,12 +453,19 @@ def build_locked(module, p, ctx, result):
 def run_module(module):
     """The module's result: a cache hit, or (not in check mode) a build; raises BuildError on failure."""
     p = module.params
-    kind, actual, targets, helpers = check_request(p)
+    kind, actual, targets, helpers, patches = check_request(p)
     arch = platform.machine()
     flags = list(p["cmake_flags"]) if p["cmake_flags"] is not None else default_cmake_flags(arch, p["cpu"])
     compiler = compiler_identity(module, flags)
     key = cache_key(
-        actual, subdir=p["subdir"], cmake_flags=flags, targets=targets, arch=arch, compiler=compiler, helpers=helpers
+        actual,
+        subdir=p["subdir"],
+        cmake_flags=flags,
+        targets=targets,
+        arch=arch,
+        compiler=compiler,
+        helpers=helpers,
+        patches=patches,
     )
     entry = os.path.join(p["cache_dir"], key)
     result = {
@@ -438,10 +502,16 @@ def run_module(module):
         "arch": arch,
         "compiler": compiler,
         "helpers": helpers,
+        "patches": patches,
+        "patch": patch_program(module) if patches else None,
         "cxx": compiler_argv(module, flags, "cxx"),
         "jobs": p["jobs"] or cpu_count(),
         "cmake": module.get_bin_path("cmake", required=True),
         "readelf": module.get_bin_path("readelf"),
         "ldd": module.get_bin_path("ldd"),
     }
-    return build_locked(module, p, ctx, result)
+    result = build_locked(module, p, ctx, result)
+    for patch in result.get("patches", []):
+        if not patch["applied"]:  # said once: when the build is made (a cache hit is the same build)
+            module.warn(f"llama.cpp was built without the patch {patch['name']}: it {patch['reason']}")
+    return result

@@ -160,7 +160,7 @@ def compat_problems(build_host, build, nodes):
     return problems
 
 
-def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform, helpers=()):
+def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform, helpers=(), patches=()):
     """The controller cache key of a build: known before building, from the build host's platform facts.
 
     It holds the source's sha256, the subdir, the configure flags (the build module's defaults for the
@@ -169,7 +169,8 @@ def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform, hel
     tuned to them. Not the compiler's version: a distribution release fixes its compiler's major version (the
     build host's own cache, keyed by the compiler's version line too, tells a point release apart). ``helpers``
     (``_llama_build.helper_sources`` of the controller's copies) add each program's name and source sha256, as in
-    the build host's key; without them the key is the one from before helpers existed.
+    the build host's key; without them the key is the one from before helpers existed. ``patches``
+    (``_llama_build.patch_sources``) add each patch's name and sha256 in order, likewise.
     """
     arch = platform.get("architecture", "")
     flags = list(cmake_flags) if cmake_flags else default_cmake_flags(arch, cpu)
@@ -188,6 +189,8 @@ def controller_key(checksum, *, subdir, cmake_flags, cpu, targets, platform, hel
     }
     if helpers:
         material["helpers"] = [[h["name"], h["sha256"]] for h in helpers]
+    if patches:
+        material["patches"] = [[p["name"], p["sha256"]] for p in patches]
     blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -202,6 +205,8 @@ def build_record(key, build_result, archive_sha256, archive_size, build_host, pl
         "rpc_server": build_result.get("rpc_server") or "",
         "rpc_protocol": build_result.get("rpc_protocol"),
         "built_targets": manifest.get("built_targets", []),
+        # Each patch of the key: name, sha256, applied (and why not: the source it does not apply to builds without it).
+        "patches": manifest.get("patches", []),
         "external_libraries": manifest.get("external_libraries", []),
         "files": sorted(item["path"].split("/", 1)[-1] for item in manifest.get("files", []) if "path" in item),
         "archive_sha256": archive_sha256,

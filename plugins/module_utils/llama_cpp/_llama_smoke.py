@@ -21,7 +21,9 @@ import tempfile
 import time
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._llama_serving import complete
+from ansible_collections.llamarpc.cluster.plugins.module_utils.model._gguf_header import read_header, split_paths
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._coordinator_state import health_status
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_hashes
 
 PROMPT = "The capital of France is"
 
@@ -62,11 +64,12 @@ def _tail(path, limit=3000):
         return ""
 
 
-def smoke(server, model, *, timeout=300, prompt=PROMPT, n_predict=8, threads=2, ctx_size=512, extra_args=()):
+def smoke(server, model, *, timeout=300, prompt=PROMPT, n_predict=8, threads=2, ctx_size=512, extra_args=(), expect=()):
     """Run llama-server on ``model``, ask for a greedy completion, stop it. Returns a dict with ``ok``.
 
-    ``ok`` holds when the server became healthy, answered the completion with tokens and was still running after
-    it; otherwise ``error`` says what went wrong (with the server's exit status) and ``log_tail`` shows its log.
+    ``ok`` holds when the server became healthy, answered the completion with tokens, was still running after it
+    and wrote each line of ``expect`` in its log; otherwise ``error`` says what went wrong (with the server's exit
+    status) and ``log_tail`` shows its log.
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -96,12 +99,41 @@ def smoke(server, model, *, timeout=300, prompt=PROMPT, n_predict=8, threads=2, 
                     proc.kill()
                     proc.wait(timeout=30)
         result["seconds"] = round(time.monotonic() - started, 2)
+        lacking = [line for line in expect if result["ok"] and line not in _tail(log_path, limit=1 << 20)]
+        if lacking:
+            result.update(ok=False, error=f"llama-server answered, but its log lacks {lacking[0]!r}")
         if not result["ok"]:
             result["log_tail"] = _tail(log_path)
         return result
     finally:
         with contextlib.suppress(OSError):
             os.unlink(log_path)
+
+
+def zero_hashes(model):
+    """{name: (size, zero hash)} of every tensor of ``model`` (the first file of a split model): names and sizes as
+    llama-server matches them, hashes that are never offered without an RPC device."""
+    return {
+        tensor["name"]: (tensor["bytes"], "0" * 16)
+        for path in split_paths(model)
+        for tensor in read_header(path)["tensors"]
+    }
+
+
+def hashes_options(module, server, model, scratch):
+    """``smoke`` options that exercise ``--rpc-tensor-hashes`` when ``server --help`` names it (a patched build): a
+    file in ``scratch`` naming every tensor of ``model``, and the log line that says llama-server took them all.
+    Empty for a build without the flag."""
+    rc, out, err = module.run_command([server, "--help"], environ_update={"LC_ALL": "C"})
+    if rc != 0 or _tensor_hashes.FLAG not in out + err:
+        return {}
+    tensors = zero_hashes(model)
+    path = os.path.join(scratch, "tensor-hashes.txt")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(_tensor_hashes.text(tensors, {}))
+    # The loader's messages are at llama.cpp's level 4 (trace): below llama-server's default threshold.
+    extra_args = (_tensor_hashes.FLAG, path, "--log-verbosity", "4")
+    return {"extra_args": extra_args, "expect": (f"{len(tensors)} tensor hashes from {path}",)}
 
 
 def _exercise(proc, base, deadline, prompt, n_predict):

@@ -32,12 +32,20 @@ The keep file (``keep_file``) lists the plan's tensors now in the cache, one lin
 pruner keeps the files it names (only the first field counts); a rerun takes a URL tensor's hash from it and fetches
 nothing when that cache file is there and right. Two tensors of identical bytes share a hash and so a cache file, but
 each has its line.
+
+With ``shards`` (the shards in force: file name -> sha256), a row whose hash is of bytes of a shard of that sha256 gets
+``shard_sha256`` (``verify_rows``): a local shard that this host's placement verified (its record in the model
+directory, ``.llamarpc-shards.json``, with the file's size and mtime unchanged, as the placement's quick check trusts
+it), a tensor fetched in this run (from the shard's host or its URL, the copies of that sha256), or one whose keep line
+records that sha256 (a sixth field, ``SHA256``, written for such rows). Only those go into the tensor hashes file that
+llama-server takes (``_tensor_hashes``): a hash of other bytes would load those bytes.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
+import re
 import urllib.error
 import urllib.parse
 
@@ -56,14 +64,18 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_pla
     tensor_slot,
 )
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards._shard_fetch import (
+    MANIFEST,
+    REPAIR,
     FetchError,
     open_range,
     range_total,
+    read_json,
 )
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._sftp import Session, SftpError, ssh_argv
 from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache._fnv1a import NAME, HashError, hash_ranges
 
 TEMP_PREFIX = ".seed-"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 COPY_CHUNK = 8 << 20
 FETCH_TIMEOUT = 60  # seconds without a byte before a Range request is given up
 #: What RV(summary) repeats of the result: a seeding's outcome without its per-tensor list.
@@ -480,7 +492,8 @@ def keep_key(entry):
 
 def keep_text(rows, check_mode=False):
     """The keep file's text for ``rows``: one ``HASH NAME FILE OFFSET SIZE`` line per tensor in the cache (or, in
-    check mode, about to be written), sorted, no line twice."""
+    check mode, about to be written), sorted, no line twice; `` SHA256`` after it for a row whose bytes are of a shard
+    of that sha256 (``shard_sha256``)."""
     states = (*KEEP_STATES, "missing") if check_mode else KEEP_STATES
     lines = {
         " ".join(
@@ -490,6 +503,7 @@ def keep_text(rows, check_mode=False):
                 urllib.parse.quote(os.path.basename(row["file"]), safe=""),
                 str(row["offset"]),
                 str(row["size"]),
+                *((row["shard_sha256"],) if row.get("shard_sha256") else ()),
             )
         )
         for row in rows
@@ -507,14 +521,61 @@ def read_text(path):
         return None
 
 
-def read_keep(text):
-    """{(shard file name, offset, size): hash} from a keep file's text; lines that do not parse are left out."""
-    known = {}
+def _keep_lines(text):
+    """(key, hash, shard sha256 or None) of each keep line that parses (five fields, or six with the sha256)."""
     for line in (text or "").splitlines():
         fields = line.split()
-        if len(fields) == 5 and NAME.fullmatch(fields[0]) and fields[3].isdigit() and fields[4].isdigit():
-            known[(urllib.parse.unquote(fields[2]), int(fields[3]), int(fields[4]))] = fields[0]
-    return known
+        if len(fields) not in (5, 6) or not NAME.fullmatch(fields[0]):
+            continue
+        if fields[3].isdigit() and fields[4].isdigit():
+            sha = fields[5] if len(fields) == 6 and _SHA256.fullmatch(fields[5]) else None
+            yield (urllib.parse.unquote(fields[2]), int(fields[3]), int(fields[4])), fields[0], sha
+
+
+def read_keep(text):
+    """{(shard file name, offset, size): hash} from a keep file's text; lines that do not parse are left out."""
+    return {key: digest for key, digest, _sha in _keep_lines(text)}
+
+
+def read_keep_sha256(text):
+    """{(shard file name, offset, size): shard sha256} of the keep lines that record one."""
+    return {key: sha for key, _digest, sha in _keep_lines(text) if sha}
+
+
+def placed_sha256(path):
+    """The sha256 this host's shard placement verified for the shard file ``path`` (its directory's
+    ``.llamarpc-shards.json``), when the file's size and mtime are still the recorded ones and no repair is under way;
+    else None."""
+    record = (read_json(os.path.join(os.path.dirname(path), MANIFEST)) or {}).get(os.path.basename(path))
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not isinstance(record, dict) or os.path.exists(path + REPAIR):
+        return None
+    if record.get("size") != info.st_size or record.get("mtime_ns") != info.st_mtime_ns:
+        return None
+    sha = record.get("sha256")
+    return sha if isinstance(sha, str) and _SHA256.fullmatch(sha) else None
+
+
+def verify_rows(local, fetched, shards, keep_before):
+    """Set ``shard_sha256`` on each row whose hash is of bytes of a shard in force (``shards``: file name -> sha256):
+    a local row whose shard this host's placement verified (``placed_sha256``), a fetched row fetched in this run, or
+    one whose hash and sha256 its keep line records. The others get none: their bytes may be another version's."""
+    recorded, recorded_sha = read_keep(keep_before), read_keep_sha256(keep_before)
+    for row in local:
+        want = shards.get(os.path.basename(row["file"]))
+        if want and row["hash"] and row["state"] in KEEP_STATES and placed_sha256(row["file"]) == want:
+            row["shard_sha256"] = want
+    for row in fetched:
+        want = shards.get(os.path.basename(row["file"]))
+        if not (want and row["hash"] and row["state"] in KEEP_STATES):
+            continue
+        key = keep_key(row)
+        from_keep = recorded.get(key) == row["hash"]
+        if not from_keep or recorded_sha.get(key) == want:
+            row["shard_sha256"] = want
 
 
 def write_text(path, text):
@@ -560,6 +621,7 @@ ARGUMENT_SPEC = {
     "urls": {"type": "dict"},
     "url_headers": {"type": "dict", "no_log": True},
     "peers": {"type": "dict"},
+    "shards": {"type": "dict"},
 }
 MODULE_RULES = {
     "required_one_of": [["model", "tensors"]],
@@ -611,6 +673,16 @@ def given_peers(peers):
         if not all(peer[key].startswith("/") for key in ("path", "identity_file", "known_hosts_file")):
             raise SeedError(f"peers[{name!r}]: path, identity_file and known_hosts_file must be absolute")
         checked[name] = {key: peer[key] for key in PEER_KEYS}
+    return checked
+
+
+def given_shards(shards):
+    """The ``shards`` option checked: {shard file name: sha256}."""
+    checked = {}
+    for name, sha in (shards or {}).items():
+        if os.path.basename(name) != name or not isinstance(sha, str) or not _SHA256.fullmatch(sha.lower()):
+            raise SeedError(f"shards maps a shard's file name to its sha256 (64 hex digits), not {name!r}: {sha!r}")
+        checked[name] = sha.lower()
     return checked
 
 
@@ -675,6 +747,8 @@ def _seed_all(module, params, hasher, keep_before):
     fetched, refused, received = seed_remote(
         remote, params["cache_dir"], read_keep(keep_before), hasher, module.check_mode, params["url_headers"]
     )
+    if params["shards"]:
+        verify_rows(rows, fetched, given_shards(params["shards"]), keep_before)
     return entries, rows, fetched, missing, stale, refused, received
 
 

@@ -29,6 +29,7 @@ PATHS = {
     "llama_coordinator_service": "svc",
     "_llama_coordinator_env_file": "/etc/cluster.env",
     "_llama_coordinator_plan_file": "/etc/plan.json",
+    "_llama_coordinator_hashes_file": "/etc/tensor-hashes.txt",
 }
 
 
@@ -50,10 +51,49 @@ def test_each_kind_of_file_has_the_label_of_what_its_change_calls_for():
         "/etc/systemd/system/svc-supervisor.service": "units",
         "/etc/systemd/system/svc-supervisor.timer": "units",
         "/etc/plan.json": None,  # plan.json restarts nothing
+        "/etc/tensor-hashes.txt": None,  # read at the next load; cluster.env's line for it restarts
     }
     assert all("label" not in directory for directory in FILES_TASK["llamarpc.cluster.managed_files"]["directories"])
     assert FILES_TASK["register"] == "_llama_coordinator_files"
     assert FILES_TASK["notify"] == "llama_coordinator files changed"
+
+
+def test_the_tensor_hashes_file_is_what_tensor_cache_hashes_decided():
+    hashes_task = next(task for task in CONFIGURE if "llamarpc.cluster.tensor_cache_hashes" in task)
+    assert CONFIGURE.index(hashes_task) < CONFIGURE.index(FILES_TASK)  # decided before cluster.env is written
+    assert hashes_task["register"] == "_llama_coordinator_hashes"
+    entry = next(e for e in FILES_TASK["vars"]["_llama_coordinator_files"] if "hashes" in e["dest"])
+    assert (entry["owner"], entry["group"], entry["mode"]) == ("root", "{{ llama_coordinator_user }}", "0640")
+    kept = {"state": "present", "content": "0000000000000001 1 a\n"}
+    assert render(entry["state"], _llama_coordinator_hashes=kept) == "present"
+    assert render(entry["content"], _llama_coordinator_hashes=kept) == kept["content"]
+    stale = {"state": "absent", "content": None}
+    assert render(entry["state"], _llama_coordinator_hashes=stale) == "absent"
+    assert render(entry["content"], _llama_coordinator_hashes=stale) == ""
+
+
+@pytest.mark.parametrize(
+    ("enabled", "model_path", "shards", "expected"),
+    [
+        (
+            True,
+            "",
+            [{"name": "m-1.gguf", "sha256": "a" * 64}, {"name": "m-2.gguf", "sha256": None}],
+            {"m-1.gguf": "a" * 64},
+        ),
+        (False, "", [{"name": "m-1.gguf", "sha256": "a" * 64}], {}),
+        (True, "/data/m.gguf", [{"name": "m-1.gguf", "sha256": "a" * 64}], {}),
+    ],
+    ids=["the plan's sha256", "turned off", "a model given by path"],
+)
+def test_the_shards_in_force_come_from_the_model_roles_plan(enabled, model_path, shards, expected):
+    got = render(
+        VARS["_llama_coordinator_shard_sha256"],
+        llama_coordinator_tensor_hashes=enabled,
+        llama_coordinator_model_path=model_path,
+        llama_model_shards=shards,
+    )
+    assert got == expected
 
 
 def test_the_key_file_is_its_own_no_log_task_that_restarts():

@@ -40,11 +40,11 @@ VARIABLES = {
 }
 
 
-def render(template, plan=None):
+def render(template, plan=None, **more):
     env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
     env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
     text = (ROLE / "templates" / template).read_text()
-    return env.from_string(text).render({**VARIABLES, "_llama_coordinator_plan": {"plan": plan or LOCAL}})
+    return env.from_string(text).render({**VARIABLES, "_llama_coordinator_plan": {"plan": plan or LOCAL}, **more})
 
 
 def test_the_plan_arguments_are_one_unbraced_word_of_exec_start():
@@ -70,3 +70,18 @@ def test_the_env_file_holds_the_workers_to_wait_for_and_the_plan_arguments():
     assert local == {"LLAMARPC_RPC": "", "LLAMARPC_PLAN_ARGS": "--device none --n-gpu-layers 0"}
     spread = dict(worker_unit.directives(render("cluster.env.j2", SPREAD)))
     assert spread == {"LLAMARPC_RPC": SPREAD["rpc"], "LLAMARPC_PLAN_ARGS": SPREAD["args"]}
+
+
+def test_the_env_file_gives_llama_server_the_tensor_hashes_only_when_decided():
+    path = "/etc/llamarpc/coordinator/tensor-hashes.txt"
+    used = {"environment": {"LLAMA_ARG_RPC_TENSOR_HASHES": path}}
+    spread = dict(worker_unit.directives(render("cluster.env.j2", SPREAD, _llama_coordinator_hashes=used)))
+    assert spread == {
+        "LLAMARPC_RPC": SPREAD["rpc"],
+        "LLAMARPC_PLAN_ARGS": SPREAD["args"],
+        "LLAMA_ARG_RPC_TENSOR_HASHES": path,
+    }
+    unused = dict(
+        worker_unit.directives(render("cluster.env.j2", SPREAD, _llama_coordinator_hashes={"environment": {}}))
+    )
+    assert "LLAMA_ARG_RPC_TENSOR_HASHES" not in unused

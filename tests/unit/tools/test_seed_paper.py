@@ -22,7 +22,7 @@ def test_the_command_line_writes_the_page(tmp_path):
     subprocess.run([sys.executable, str(Path(seed_paper.__file__)), "--out", str(out)], check=True)
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# The seed at full scale, on paper\n")
-    assert "| seed, measured | (not recorded) | 48 min | - | - | 0.52 |" in text
+    assert "| seed, measured | (not recorded) | 48 min | - | - | - | 0.52 |" in text
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,20 @@ def test_warm_beats_seeded_beats_cold(seed_case, mbit):
     assert run["warm"]["total"] < run["seeded"] < run["cold"]["total"]
     # Only the tensors under the cache's 10 MiB threshold still cross the link when the caches are warm.
     assert run["warm"]["send"] < 0.03 * run["cold"]["send"]
+
+
+def test_with_the_tensor_hashes_a_seeded_load_reads_little_of_the_remote_shards_and_takes_under_5_minutes(seed_case):
+    model, summary, plan, shards = seed_case
+    local, sshfs = seed_paper.read_with_hashes(model, shards)
+    remote = sum(shards[seed_paper.COORDINATOR_SHARDS :])
+    assert 0 < sshfs <= 0.1 * remote
+    embedding = next(t["bytes"] for t in model["tensors"] if t["name"] == "token_embd.weight")
+    assert embedding < local < sum(shards[: seed_paper.COORDINATOR_SHARDS]) * 0.25  # shard 1 holds the embedding
+    slow = seed_paper.figures(model, summary, plan, shards, 100, seed_paper.BASE)
+    assert slow["seeded_hashes"] < 5 * 60 < slow["seeded"]
+    assert slow["hashes"]["hash"] == 0 and slow["hashes"]["send"] == slow["warm"]["send"]
+    fast = seed_paper.figures(model, summary, plan, shards, 1000, seed_paper.BASE)
+    assert fast["seeded_hashes"] < fast["seeded"]
 
 
 def test_the_cold_prediction_is_near_the_seeds_48_minutes(seed_case):
@@ -73,7 +87,7 @@ def test_the_json_summary_is_the_pages_table(tmp_path):
     ]
     page = seed_paper.OUT.read_text(encoding="utf-8")
     for row in paper["rows"]:
-        cells = [seed_paper._min(row[key]) for key in ("cold_s", "seeded_s", "warm_s")]
+        cells = [seed_paper._min(row[key]) for key in ("cold_s", "seeded_s", "seeded_hashes_s", "warm_s")]
         line = f"| {row['plan']} | {row['link_mbit']:g} Mbit/s | {' | '.join(cells)} | {row['tokens_per_second']:.2f} |"
         assert line in page
     assert not (tmp_path / "page.md").exists()

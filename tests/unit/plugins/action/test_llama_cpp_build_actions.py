@@ -145,3 +145,26 @@ def test_a_cached_build_without_the_helper_is_not_a_hit_for_a_request_with_it(tm
     assert (plain["helpers"], with_helper["helpers"]) == ([], ["llamarpc-fnv1a"])
     with pytest.raises(AnsibleActionFail, match="does not exist"):
         run(cache_action, cache_args(tmp_path, helpers=[str(tmp_path / "gone.cpp")]), {})
+
+
+def test_a_build_without_a_patch_is_stored_with_one_warning_and_hits_with_its_outcome(tmp_path):
+    archive = tmp_path / "bin.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(__file__, arcname="llama-server")
+    patch = tmp_path / "rpc-tensor-hashes.patch"
+    patch.write_text("--- a/x\n+++ b/x\n")
+    outcome = [{"name": patch.name, "sha256": "d" * 64, "applied": False, "reason": "does not apply to this source: x"}]
+    build = {"key": "b" * 64, "rpc_server": "ggml-rpc-server", "manifest": {"patches": outcome}}
+    args = cache_args(tmp_path, patches=[str(patch)])
+    plain = run(cache_action, cache_args(tmp_path), {})
+    assert run(cache_action, args, {})["controller_key"] != plain["controller_key"]
+    stored = run(cache_action, dict(args, state="store", build=build, build_host="node1", archive=str(archive)), {})
+    assert stored["warnings"] == [f"llama.cpp was built without the patch {patch.name}: it {outcome[0]['reason']}"]
+    assert stored["patches"] == outcome
+    hit = run(cache_action, args, {})
+    assert hit["hit"] and hit["patches"] == outcome and "warnings" not in hit
+    # An applied patch is stored without a word.
+    applied = [dict(outcome[0], applied=True, reason="")]
+    build = dict(build, manifest={"patches": applied})
+    again = run(cache_action, dict(args, state="store", build=build, build_host="node1", archive=str(archive)), {})
+    assert again["changed"] and again["patches"] == applied and "warnings" not in again

@@ -214,6 +214,40 @@ def test_report_adds_the_rerun_row_and_section(run_module, tmp_path):
     assert "## site.yml no-op rerun: 30.0 s, changed 0, 12 tasks (budget 45 s: met)" in out.result["markdown"]
 
 
+def test_profile_mode_counts_the_shards_behind_an_sshfs_mount(run_module, tmp_path, monkeypatch):
+    """A shard linked into an SSHFS mount counts as read over the link; one on the local disk does not (the mount's
+    directory is an ordinary directory here, mountinfo names it fuse.sshfs)."""
+    made = tiny_gguf.generate(tmp_path / "model", preset="tiny", shards=3)
+    mount = tmp_path / "mnt" / "node3"
+    mount.mkdir(parents=True)
+    far = made["files"][2]
+    (tmp_path / "model" / far["name"]).rename(mount / far["name"])
+    (tmp_path / "model" / far["name"]).symlink_to(mount / far["name"])
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+        f"90 22 0:50 / {mount} ro,nosuid,nodev shared:70 - fuse.sshfs llamarpc-shards@10.0.0.3:/shards ro,user_id=0\n"
+        f"91 22 0:51 / {tmp_path / 'mnt' / 'node'} ro shared:71 - fuse.sshfs x@10.0.0.4:/shards ro\n"
+    )
+    monkeypatch.setattr(_bench_run, "MOUNTINFO", str(mountinfo))
+    out = run_module(mod, {"mode": "profile", "model": made["files"][0]["path"]})
+    assert not out.failed, out.result.get("msg")
+    sizes = [f["size"] for f in made["files"]]
+    assert (out.result["profile"]["file_bytes"], out.result["profile"]["sshfs_bytes"]) == (sum(sizes), sizes[2])
+
+
+def test_drop_cache_forgets_the_cached_pages_of_every_shard_before_the_load(tmp_path, monkeypatch):
+    made = tiny_gguf.generate(tmp_path, preset="tiny", shards=2)
+    told = []
+    monkeypatch.setattr(
+        _bench_run.os, "posix_fadvise", lambda fd, offset, length, advice: told.append((fd, offset, length, advice))
+    )
+    _bench_run.drop_cached_pages(made["files"][0]["path"])
+    assert [(offset, length, advice) for _fd, offset, length, advice in told] == [
+        (0, 0, _bench_run.os.POSIX_FADV_DONTNEED)
+    ] * 2
+
+
 def test_run_summary_takes_medians_spread_and_the_best_aggregate():
     runs = [{"predicted_per_second": v, "prompt_per_second": 2 * v} for v in (8.0, 10.0, 12.0)]
     parallel = [{"aggregate_per_second": 9.0}, {"aggregate_per_second": 15.0}]
@@ -226,11 +260,13 @@ def test_run_summary_takes_medians_spread_and_the_best_aggregate():
         "generation_min": 8.0,
         "generation_max": 12.0,
         "load_sent_bytes": None,  # no count of the load's bytes
+        "load_received_bytes": None,
         "aggregate_tps": 15.0,
     }
     assert "aggregate_tps" not in run_summary({"load_seconds": 4.0, "runs": runs, "parallel_runs": []})
-    counted = {"load_seconds": 4.0, "runs": runs, "parallel_runs": [], "load_network": {"sent_bytes": 7}}
-    assert run_summary(counted)["load_sent_bytes"] == 7
+    network = {"sent_bytes": 7, "received_bytes": 11}
+    counted = run_summary({"load_seconds": 4.0, "runs": runs, "parallel_runs": [], "load_network": network})
+    assert (counted["load_sent_bytes"], counted["load_received_bytes"]) == (7, 11)
 
 
 def test_counters_mode_reads_the_links_but_loopback(run_module, tmp_path, monkeypatch):
@@ -309,7 +345,8 @@ def test_report_carries_the_seed_on_paper(run_module, tmp_path):
     }
     out = run_module(mod, {"mode": "report", "results": RESULTS, "results_dir": str(tmp_path / "r"), "paper": paper})
     assert not out.failed, out.result
-    assert "| fewest (5) | 1000 Mbit/s | 5.7 min | 3.8 min | 3.0 min | 0.51 |" in out.result["markdown"]
+    # A paper without the seeded load with tensor hashes (an older tools/seed_paper.py) shows none.
+    assert "| fewest (5) | 1000 Mbit/s | 5.7 min | 3.8 min | - | 3.0 min | 0.51 |" in out.result["markdown"]
     assert json.loads((tmp_path / "r" / "results.json").read_text())["paper"] == paper
 
 

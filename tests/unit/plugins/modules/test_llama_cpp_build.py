@@ -21,6 +21,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build as lb
@@ -425,4 +426,125 @@ def test_a_missing_helper_source_is_a_clean_failure(tiny, tmp_path, capsys):
     result = run(dict(args, helpers=[str(tmp_path / "gone.cpp")]), capsys, check_mode=True)
     assert result["failed"]
     assert "helper source" in result["msg"] and "does not exist" in result["msg"]
+    assert not cache.exists()
+
+
+# A patch of the tiny tree as `diff -ru a b` writes one: the RPC server's usage line says it was patched.
+TINY_PATCH = """Tiny: the RPC server says it is patched.
+
+--- a/tools/rpc/rpc-server.c
++++ b/tools/rpc/rpc-server.c
+@@ -1,3 +1,3 @@
+ #include <stdio.h>
+ #include "ggml-rpc.h"
+-int main(void) { fprintf(stderr, "usage: tiny rpc-server %d\\n", ggml_answer()); return 0; }
++int main(void) { fprintf(stderr, "usage: tiny patched rpc-server %d\\n", ggml_answer()); return 0; }
+"""
+
+
+def a_patch(tmp_path, name="tiny.patch", text=TINY_PATCH):
+    path = tmp_path / "patches" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def warned(monkeypatch):
+    """The texts the module warns with, as it says them (a result's warnings depend on whether an earlier test in
+    the process imported controller code, which sends a module's warnings to the display instead)."""
+    said = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: said.append(text))
+    return said
+
+
+def unpatched_source(tmp_path):
+    """The tiny tree with another RPC server source: a source the patch was not written for."""
+    tree = dict(TINY_TREE)
+    tree["tools/rpc/rpc-server.c"] = tree["tools/rpc/rpc-server.c"].replace("usage: tiny", "usage: other tiny")
+    return write_tar(tmp_path / "other-b1234.tar.gz", tree)
+
+
+@needs_toolchain
+def test_tiny_real_build_applies_a_patch_before_the_build_and_keys_and_records_it(tiny, tmp_path, capsys, warned):
+    args, _cache = tiny
+    plain_key = run(args, capsys, check_mode=True)["key"]
+    patch = a_patch(tmp_path)
+    args = dict(args, patches=[patch])
+    built = run(args, capsys)
+    assert built["changed"] is True, built.get("msg")
+    assert built["key"] != plain_key
+    recorded = [{"name": "tiny.patch", "sha256": sha256(patch), "applied": True, "reason": ""}]
+    assert built["patches"] == built["manifest"]["patches"] == recorded
+    assert warned == []
+    # The patched source is what was built: the smoke's usage line is the patched one.
+    assert built["manifest"]["smoke_test"] == "usage: tiny patched rpc-server 42"
+    with open(args["log_file"], encoding="utf-8") as handle:
+        log = handle.read()
+    assert "--fuzz=0" in log and "--dry-run" in log
+    assert log.index("--dry-run") < log.index("--build")
+    # A rerun is a hit that reports the same patches; a changed patch is another key.
+    again = run(args, capsys)
+    assert (again["changed"], again["cache_state"], again["patches"]) == (False, "hit", recorded)
+    Path(patch).write_text(TINY_PATCH.replace("patched rpc-server", "patched again rpc-server"))
+    assert run(args, capsys, check_mode=True)["key"] not in {built["key"], plain_key}
+
+
+@needs_toolchain
+def test_a_source_the_patch_does_not_apply_to_builds_without_it_and_says_so_once(tiny, tmp_path, capsys, warned):
+    args, _cache = tiny
+    src = unpatched_source(tmp_path)
+    args = dict(args, src=src, checksum=sha256(src), patches=[a_patch(tmp_path)])
+    built = run(args, capsys)
+    assert built["changed"] is True, built.get("msg")
+    (outcome,) = built["patches"]
+    assert outcome["applied"] is False
+    assert outcome["reason"].startswith("does not apply to this source: ")
+    assert "FAILED" in outcome["reason"]  # GNU patch's own words: "1 out of 1 hunk FAILED"
+    assert built["manifest"]["smoke_test"] == "usage: other tiny rpc-server 42"  # built, unpatched
+    assert warned == [f"llama.cpp was built without the patch tiny.patch: it {outcome['reason']}"]
+    # Once: the cached build is the same outcome, and says nothing again.
+    warned.clear()
+    again = run(args, capsys)
+    assert again["cache_state"] == "hit" and again["patches"] == built["patches"]
+    assert warned == []
+
+
+@needs_toolchain
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        # One line of context moved: a fuzzy patch would apply it somewhere, this one must not.
+        ("fuzzy.patch", TINY_PATCH.replace(' #include "ggml-rpc.h"\n', ' #include "ggml-rpc-other.h"\n')),
+        # The tree has it already (or it is reversed): never reversed, never applied twice.
+        ("reversed.patch", TINY_PATCH.replace("+int", "=int").replace("-int", "+int").replace("=int", "-int")),
+    ],
+)
+def test_a_patch_applies_exactly_or_not_at_all(tiny, tmp_path, capsys, name, text):
+    args, _cache = tiny
+    built = run(dict(args, patches=[a_patch(tmp_path, name, text)]), capsys)
+    assert built["changed"] is True, built.get("msg")
+    assert built["patches"][0]["applied"] is False, built["patches"]
+    assert built["manifest"]["smoke_test"] == "usage: tiny rpc-server 42"  # the tree as it was
+
+
+@needs_toolchain
+def test_a_malformed_patch_fails_the_build_instead_of_building_without_it(tiny, tmp_path, capsys):
+    args, cache = tiny
+    broken = a_patch(tmp_path, "broken.patch", TINY_PATCH.replace("@@ -1,3 +1,3 @@", "@@ -1,2 +1,2 @@"))
+    result = run(dict(args, patches=[broken]), capsys)
+    assert result["failed"]
+    assert "broken.patch" in result["msg"] and "malformed patch" in result["msg"]
+    assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == []
+
+
+def test_bad_patch_requests_fail_before_anything_is_built(tiny, tmp_path, capsys):
+    args, cache = tiny
+    gone = run(dict(args, patches=[str(tmp_path / "gone.patch")]), capsys, check_mode=True)
+    assert gone["failed"] and "patch" in gone["msg"] and "does not exist" in gone["msg"]
+    named = run(dict(args, patches=[a_patch(tmp_path, "fix.txt")]), capsys, check_mode=True)
+    assert named["failed"] and "NAME.patch or NAME.diff" in named["msg"]
+    (tmp_path / "other").mkdir()
+    twice = [a_patch(tmp_path), str(Path(shutil.copy(a_patch(tmp_path), tmp_path / "other" / "tiny.patch")))]
+    assert "two patches are named tiny.patch" in run(dict(args, patches=twice), capsys, check_mode=True)["msg"]
     assert not cache.exists()

@@ -1,5 +1,5 @@
 """managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving, gguf_vocabulary_check,
-llama_cluster_plan and rpc_worker_binaries:
+llama_cluster_plan, rpc_worker_binaries and tensor_cache_hashes:
 DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
 RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
@@ -15,6 +15,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _worker_binaries
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
+from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_hashes
 from ansible_collections.llamarpc.cluster.plugins.modules import (
     gguf_shard_check,
     gguf_vocabulary_check,
@@ -24,6 +25,7 @@ from ansible_collections.llamarpc.cluster.plugins.modules import (
     managed_files,
     rpc_worker_binaries,
     systemd_units,
+    tensor_cache_hashes,
 )
 
 MODULES = [
@@ -35,6 +37,7 @@ MODULES = [
     (gguf_vocabulary_check, _vocabulary_check.ARGUMENT_SPEC),
     (llama_cluster_plan, _plan_run.ARGUMENT_SPEC),
     (rpc_worker_binaries, _worker_binaries.ARGUMENT_SPEC),
+    (tensor_cache_hashes, _tensor_hashes.ARGUMENT_SPEC),
 ]
 
 

@@ -354,6 +354,21 @@ def test_repeated_loads_become_their_medians_and_every_output_is_compared():
     assert "(median of 3)" in bench.markdown_report(merged, [], {"title": "t"})
 
 
+def test_sshfs_bytes_counts_the_files_under_a_mount_point_and_no_neighbour_of_it():
+    sizes = {"/m/a.gguf": 10, "/mnt/llamarpc/node3/b.gguf": 20, "/mnt/llamarpc/node30/c.gguf": 40}
+    assert bench.sshfs_bytes(sizes, ["/mnt/llamarpc/node3"]) == 20
+    assert bench.sshfs_bytes(sizes, ["/mnt/llamarpc/node3/", "/mnt/llamarpc/node30"]) == 60
+    assert bench.sshfs_bytes(sizes, []) == 0
+
+
+def test_repeated_loads_take_the_median_of_the_bytes_received_too():
+    results = [_loaded("B-planned-seeded-hashes", 1.0 + i, sent=10) for i in range(3)]
+    for result, received in zip(results, (700, 5, 9), strict=True):
+        result["summary"]["load_received_bytes"] = received
+    [merged] = bench.merge_repeats(results)
+    assert merged["summary"]["load_received_bytes"] == 9
+
+
 def test_repeated_rounds_pool_their_completions():
     """The single process and fit first's plan, run in three interleaved rounds while the machine's load moves: the
     generation figures are taken over every round's completions together, not the first round's alone."""
@@ -387,6 +402,7 @@ def test_the_report_puts_the_seed_on_paper_next_to_what_it_measured():
                 "link_mbit": 100,
                 "cold_s": 2436.3,
                 "seeded_s": 1114.2,
+                "seeded_hashes_s": 94.1,
                 "warm_s": 1074.0,
                 "tokens_per_second": 0.4953,
             },
@@ -397,8 +413,8 @@ def test_the_report_puts_the_seed_on_paper_next_to_what_it_measured():
     }
     md = bench.markdown_report([], [], {"title": "t"}, paper=paper)
     assert "## The seed on paper: Qwen2.5-32B-Instruct Q4_K_M on six 8 GB nodes" in md
-    assert "| seed (all 6) | 100 Mbit/s | 40.6 min | 18.6 min | 17.9 min | 0.50 |" in md
-    assert "| the seed, measured | - | 48 min | - | - | 0.52 |" in md
+    assert "| seed (all 6) | 100 Mbit/s | 40.6 min | 18.6 min | 1.6 min | 17.9 min | 0.50 |" in md
+    assert "| the seed, measured | - | 48 min | - | - | - | 0.52 |" in md
     assert "10 GB/s of memory bandwidth per node, 1.0 ms round trip" in md
     assert "seed on paper" not in bench.markdown_report([], [], {"title": "t"})
 

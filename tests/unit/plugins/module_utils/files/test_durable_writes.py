@@ -118,6 +118,7 @@ def test_the_smoke_record_is_durable(sync_trace, run_module, tmp_path, monkeypat
     server.write_bytes(b"\x7fELF")
     model.write_bytes(b"GGUF")
     monkeypatch.setattr(llama_server_smoke._llama_smoke, "smoke", lambda *args, **kwargs: {"ok": True})
+    monkeypatch.setattr(llama_server_smoke._llama_smoke, "hashes_options", lambda *args: {})  # asks the binary
     run_module(llama_server_smoke, {"server": str(server), "model": str(model), "record": str(record)})
     sync_trace.assert_durable(record)
 

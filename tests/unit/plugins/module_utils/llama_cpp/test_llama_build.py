@@ -240,6 +240,66 @@ def test_helper_sources_refuses_what_cannot_ship(tmp_path, names, targets, messa
         lb.helper_sources(paths, targets)
 
 
+def a_patch(tmp_path, name="fix.patch", text="--- a/x\n+++ b/x\n"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_cache_key_without_patches_is_the_key_from_before_patches(tmp_path):
+    assert key(patches=[]) == KEY_BEFORE_HELPERS
+    with_patch = key(patches=lb.patch_sources([a_patch(tmp_path)]))
+    assert with_patch != KEY_BEFORE_HELPERS
+    assert key(patches=lb.patch_sources([a_patch(tmp_path)])) == with_patch
+    # Its bytes, its name and the order of the patches each make another key (the order they are applied in).
+    assert key(patches=lb.patch_sources([a_patch(tmp_path, text="--- a/y\n+++ b/y\n")])) != with_patch
+    assert key(patches=lb.patch_sources([a_patch(tmp_path, "other.patch")])) != with_patch
+    two = [a_patch(tmp_path, "a.patch"), a_patch(tmp_path, "b.diff")]
+    assert key(patches=lb.patch_sources(two)) != key(patches=lb.patch_sources(two[::-1]))
+
+
+def test_patch_sources_keep_the_order_given(tmp_path):
+    second, first = a_patch(tmp_path, "zz.patch"), a_patch(tmp_path, "aa.diff")
+    found = lb.patch_sources([second, first])
+    assert [p["name"] for p in found] == ["zz.patch", "aa.diff"]
+    assert found[1] == {"name": "aa.diff", "path": first, "sha256": lb.sha256_file(first)}
+    assert lb.patch_sources([]) == lb.patch_sources(None) == []
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["fix.txt"], "NAME.patch or NAME.diff"),
+        ([".hidden.patch"], "NAME.patch or NAME.diff"),
+        (["gone.patch"], "does not exist"),
+        (["d1/fix.patch", "d2/fix.patch"], "two patches are named fix.patch"),
+    ],
+)
+def test_patch_sources_refuse_what_cannot_be_applied(tmp_path, names, message):
+    paths = []
+    for name in names:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        paths.append(a_patch(tmp_path, name) if name != "gone.patch" else str(tmp_path / name))
+    with pytest.raises(lb.BuildError, match=re.escape(message)):
+        lb.patch_sources(paths)
+
+
+def test_patch_argv_is_strict_and_the_dry_run_only_checks():
+    argv = lb.patch_argv("/usr/bin/patch", "/src", "/p/fix.patch", dry_run=False)
+    assert argv[:2] == ["/usr/bin/patch", "-p1"]
+    for flag in ("--forward", "--batch", "--fuzz=0", "--no-backup-if-mismatch", "--reject-file=-"):
+        assert flag in argv
+    assert argv[argv.index("--directory") + 1] == "/src" and argv[argv.index("--input") + 1] == "/p/fix.patch"
+    assert lb.patch_argv("/usr/bin/patch", "/src", "/p/fix.patch", dry_run=True) == [*argv, "--dry-run"]
+
+
+def test_patch_refusal_keeps_patchs_words_not_the_files_it_checked():
+    output = "checking file src/a.cpp\nHunk #1 FAILED at 12.\n1 out of 1 hunk FAILED\nchecking file src/b.cpp\n"
+    assert lb.patch_refusal(output) == "Hunk #1 FAILED at 12.; 1 out of 1 hunk FAILED"
+    assert lb.patch_refusal("checking file src/a.cpp\n") == "checking file src/a.cpp"
+    assert lb.patch_refusal("") == "patch refused it"
+
+
 # -- archive member names and tree detection -------------------------------------------------------------
 
 

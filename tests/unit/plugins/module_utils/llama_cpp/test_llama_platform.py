@@ -131,6 +131,26 @@ def test_the_controller_key_without_helpers_is_the_key_from_before_helpers(tmp_p
     assert key(helpers=lb.helper_sources([str(source)])) not in {before, with_helper}
 
 
+def test_the_controller_key_without_patches_is_the_key_from_before_patches(tmp_path):
+    before = key()
+    assert key(patches=[]) == before
+    patch = tmp_path / "fix.patch"
+    patch.write_text("--- a/x\n+++ b/x\n")
+    with_patch = key(patches=lb.patch_sources([str(patch)]))
+    assert with_patch != before
+    patch.write_text("--- a/y\n+++ b/y\n")
+    assert key(patches=lb.patch_sources([str(patch)])) not in {before, with_patch}
+
+
+def test_the_build_record_says_which_patches_were_applied():
+    outcome = [{"name": "fix.patch", "sha256": "d" * 64, "applied": False, "reason": "does not apply to this source"}]
+    result = build_result()
+    result["manifest"] = dict(result["manifest"], patches=outcome)
+    assert lp.build_record(key(), result, "c" * 64, 10, "node1", plat())["patches"] == outcome
+    # A build from before patches existed has none.
+    assert lp.build_record(key(), build_result(), "c" * 64, 10, "node1", plat())["patches"] == []
+
+
 def test_cpu_flags_count_for_a_native_build_only():
     assert key(platform=plat(flags=("sse2",))) == key()
     assert key(cpu="native", platform=plat(flags=("sse2",))) != key(cpu="native")
