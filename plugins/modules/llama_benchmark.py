@@ -291,6 +291,17 @@ options:
       - Empty, or no tbf - every byte at the link's rate, as a real NIC serialises it.
     type: str
     default: ""
+  spec_targets:
+    description:
+      - The least ratio of the best speculative configuration to the plain layer split, per prompt name (O(prompt_name))
+        at O(spec_target_rtt_ms) (O(mode=report)). Each speculative configuration run beside its plain pair gets a
+        paired ratio row, and each prompt and round trip a row with the best of them.
+    type: dict
+    default: {}
+  spec_target_rtt_ms:
+    description: The round trip (ms) the O(spec_targets) apply at.
+    type: float
+    default: 16.0
   meta:
     description: Free-form facts written into the report (machine load, command).
     type: dict
@@ -458,6 +469,8 @@ def main():
                 "options": {"bin": {"type": "path", "required": True}, "port": {"type": "int", "default": 50062}},
             },
             "prompt_text": {"type": "str", "default": ""},
+            "spec_targets": {"type": "dict", "default": {}},
+            "spec_target_rtt_ms": {"type": "float", "default": 16.0},
             "prompt_name": {"type": "str", "default": ""},
             "load_timeout": {"type": "int", "default": 1800},
             "state_dir": {"type": "path", "default": "/run/llamarpc/bench"},

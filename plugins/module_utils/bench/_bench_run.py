@@ -403,8 +403,10 @@ class Bench:
             r["summary"] = {**r.get("summary", {}), "same_output_as_single": verdicts[r["name"]]}
         models = (p["model_profile"], reference_profile()) if p["model_profile"] else None
         ratios = ratio_rows(
-            results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
+            results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links],
+            p["ratios"] + _bench_spec.ratio_specs(results),
         )
+        ratios += _bench_spec.best_rows(ratios, p["spec_targets"], p["spec_target_rtt_ms"])
         ratios.append(output_row(verdicts, p["calibration"]))
         rerun = None
         if p["rerun"].get("site"):

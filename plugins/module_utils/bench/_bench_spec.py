@@ -131,3 +131,47 @@ def report_lines(results):
             f"| {_fmt(s.get('predicted_over_measured'))} | {'-' if same is None else ('yes' if same else 'NO')} |"
         )
     return lines
+
+
+def ratio_specs(results):
+    """A paired ratio (``_bench.ratio_rows``) of each speculative configuration's generation tokens/s to its plain
+    pair's, in the order of the results; each row also carries its ``prompt`` and ``rtt_ms`` for ``best_rows``."""
+    return [
+        {
+            "name": f"{r['name']} / {r['paired_with']} (generation)",
+            "metric": "generation_tps",
+            "numerator": r["name"],
+            "denominator": r["paired_with"],
+            "paired": True,
+            "prompt": r.get("prompt_name") or "",
+            "rtt_ms": 2 * float(r.get("proxy_delay_ms") or 0),
+        }
+        for r in results
+        if r.get("speculative") and r.get("paired_with")
+    ]
+
+
+def best_rows(rows, targets=None, target_rtt_ms=16.0):
+    """For each prompt and round trip of ``ratio_specs``' rows (with their values), the best speculative configuration
+    against the plain split: a row with the highest value, and the prompt's target (``targets``: prompt -> least
+    ratio) at ``target_rtt_ms``."""
+    groups = {}
+    for row in rows:
+        if "rtt_ms" in row and row.get("value") is not None:
+            groups.setdefault((row["prompt"], row["rtt_ms"]), []).append(row)
+    out = []
+    for (prompt, rtt), group in groups.items():
+        best = max(group, key=lambda row: row["value"])
+        target = (targets or {}).get(prompt) if rtt == float(target_rtt_ms) else None
+        out.append(
+            {
+                "name": f"best speculative / plain, {prompt or 'prompt'}, rtt {rtt:g} ms ({best['numerator']})",
+                "metric": "generation_tps",
+                "value": best["value"],
+                "target": target,
+                "compare": "ge",
+                "met": None if target is None else best["value"] >= target,
+                "pairs": best.get("pairs", 0),
+            }
+        )
+    return out

@@ -90,17 +90,15 @@ def test_the_report_predicts_a_speculative_pass_from_what_was_counted(run_module
     single = {"name": "single", "rpc": [], "split_mode": "none", "summary": {}, "runs": [run(16)]}
     common = {"rpc": ["a:1", "b:1"], "split_mode": "layer", "proxy_delay_ms": 8}
     spec = {**common, "name": "spec-ngram", "speculative": dict(NGRAM, draft_read_bytes=0), "prompt_name": "code"}
-    spec["runs"] = [run(16, 16, 12, tps=20.0, pair="p/0")]
+    spec.update(runs=[run(16, 16, 12, tps=20.0, pair="p/0")], paired_with="spec-plain")
     plain = {**common, "name": "spec-plain", "speculative": None, "paired_with_speculation": True}
     plain["runs"] = [run(16, tps=8.0, pair="p/0")]
     for result in (single, spec, plain):
         result["summary"] = _bench.completion_summary(result["runs"])
-    ratio = {"name": "ngram / plain", "metric": "generation_tps", "numerator": "spec-ngram"}
-    ratio["denominator"] = "spec-plain"
     out = run_module(
         mod,
         {"mode": "report", "results": [single, spec, plain], "results_dir": str(tmp_path / "r"), "model_bytes": 1000,
-         "ratios": [{**ratio, "target": 2.0, "paired": True}]},
+         "spec_targets": {"code": 2.0}},
     )  # fmt: skip
     assert not out.failed, out.result
     by_name = {r["name"]: r["summary"] for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"]}
@@ -111,7 +109,23 @@ def test_the_report_predicts_a_speculative_pass_from_what_was_counted(run_module
     markdown = out.result["markdown"]
     assert "## Speculative decoding" in markdown
     assert "| spec-ngram | ngram-simple | code | 16 | 0.75 | 4.00 | 3.00 | 20.00 |" in markdown
-    assert "| ngram / plain (median of 1 paired completions) | 2.500 | >= 2.00 | yes |" in markdown
+    # Each speculative configuration's paired ratio to its plain pair, and the best one's against the target.
+    assert "| spec-ngram / spec-plain (generation) (median of 1 paired completions) | 2.500 | - | - |" in markdown
+    best = "| best speculative / plain, code, rtt 16 ms (spec-ngram) (median of 1 paired completions) | 2.500 | >= 2.00"
+    assert best + " | yes |" in markdown
+
+
+def test_the_best_row_takes_the_target_only_at_its_round_trip():
+    rows = [
+        {"numerator": "a", "value": 1.5, "prompt": "free", "rtt_ms": 16.0, "pairs": 3},
+        {"numerator": "b", "value": 1.1, "prompt": "free", "rtt_ms": 16.0, "pairs": 3},
+        {"numerator": "c", "value": 1.2, "prompt": "free", "rtt_ms": 4.0, "pairs": 3},
+        {"numerator": "d", "value": None, "prompt": "code", "rtt_ms": 16.0},
+        {"name": "another ratio", "value": 9.0},
+    ]
+    best = _bench_spec.best_rows(rows, {"free": 1.3})
+    assert [(row["value"], row["target"], row["met"]) for row in best] == [(1.5, 1.3, True), (1.2, None, None)]
+    assert best[0]["name"] == "best speculative / plain, free, rtt 16 ms (a)"
 
 
 class FakeModule:
