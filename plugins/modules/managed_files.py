@@ -21,7 +21,10 @@ description:
     O(files[].validate) when given, then renamed into place (a failed validation leaves the file in place as it
     was). Its owner, group and mode are set either way. A file with O(files[].state=absent) is removed when it is
     there.
-  - Directories come first, so a file may go into a directory of the same call.
+  - O(users) come first - system users made as M(ansible.builtin.user) makes them with C(system=true) and
+    C(create_home=false), each with a group of its name; a user that exists gets the entry's home and shell when they
+    differ. Then directories, so a directory may belong to a user of the same call and a file may go into a directory
+    of the same call.
   - Entries may carry a O(directories[].label) or O(files[].label) - RV(changed_labels) then says which paths of each
     label changed, so that one call can hold files whose changes call for different actions (a handler's C(when)
     on a label).
@@ -36,6 +39,29 @@ attributes:
   diff_mode:
     details: For each path that changes, a file's text before and after, or a directory's state and attributes.
 options:
+  users:
+    description: System users to make (C(useradd --system --user-group --no-create-home)), or to give the home and
+      shell given (C(usermod)). Listed in RV(changed_paths) as C(user:NAME).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The user's name.
+        type: str
+        required: true
+      home:
+        description: Its home directory in the passwd database (not made).
+        type: path
+        required: true
+      shell:
+        description: Its login shell.
+        type: path
+        default: /usr/sbin/nologin
+      label:
+        description: A name for the kind of entry this is; when the user changes it is listed under this name in
+          RV(changed_labels).
+        type: str
   directories:
     description: Directories to make (absolute paths).
     type: list
@@ -103,8 +129,10 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: A service's directories, helper script and units
+- name: A service's user, directories, helper script and units
   llamarpc.cluster.managed_files:
+    users:
+      - {name: example, home: /var/cache/example}
     directories:
       - {path: /var/cache/example, owner: example, group: example, mode: "0750"}
       - {path: /usr/local/lib/example, owner: root, group: root, mode: "0755"}
@@ -145,8 +173,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed_paths:
-  description: The directories and files created, written or given other attributes (in check mode, that would be),
-    in the order of the options - directories first.
+  description: The users (C(user:NAME)), directories and files created, written or given other attributes (in check
+    mode, that would be), in the order of the options - users first, then directories.
   returned: always
   type: list
   elements: str

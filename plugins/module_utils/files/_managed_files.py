@@ -10,14 +10,19 @@ group and mode. A file is written only when its bytes differ - to a temporary fi
 ``validate`` command when given, then renamed into place (fsynced before, its directory after: ``_atomic``) - and its
 owner, group and mode are set either way. A file with ``state: absent`` is removed (its directory fsynced after).
 
+System ``users`` come first, made like ``ansible.builtin.user`` with ``system: true`` and ``create_home: false`` (a
+group of the same name with each): a directory of the same call may belong to one. The passwd database is read for
+each (``pwd``); ``useradd`` or ``usermod`` run only when the user is missing or its home or shell differ.
+
 Each entry may carry a ``label``: the result's ``changed_labels`` maps every label to the paths of that label that
 changed, so that one call can hold files whose changes call for different actions (a unit wants a daemon-reload, a
-script a restart) and the caller acts on each kind by its label.
+script a restart) and the caller acts on each kind by its label. A user is listed as ``user:<name>``.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import shlex
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
@@ -30,6 +35,17 @@ ENTRY_OPTIONS = {
 }
 
 ARGUMENT_SPEC = {
+    "users": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {
+            "name": {"type": "str", "required": True},
+            "home": {"type": "path", "required": True},
+            "shell": {"type": "path", "default": "/usr/sbin/nologin"},
+            "label": {"type": "str"},
+        },
+    },
     "directories": {
         "type": "list",
         "elements": "dict",
@@ -198,9 +214,40 @@ class Report:
             self.labels[label].append(path)
 
 
+def ensure_user(module, entry, report):
+    """The system user ``entry['name']`` exists (with a group of its name) with ``entry``'s home and shell; no home
+    directory is made."""
+    name, home, shell = entry["name"], entry["home"], entry["shell"]
+    try:
+        current = pwd.getpwnam(name)
+    except KeyError:
+        current = None
+    if current is None:
+        before = {"user": name, "state": "absent"}
+        argv = [module.get_bin_path("useradd", required=True), "--system", "--user-group", "--no-create-home"]
+        argv += ["--home-dir", home, "--shell", shell, name]
+    else:
+        before = {"user": name, "home": current.pw_dir, "shell": current.pw_shell}
+        options = (["--home", home] if current.pw_dir != home else []) + (
+            ["--shell", shell] if current.pw_shell != shell else []
+        )
+        if not options:
+            return
+        argv = [module.get_bin_path("usermod", required=True), *options, name]
+    report.add(f"user:{name}", {"before": before, "after": {"user": name, "home": home, "shell": shell}}, entry)
+    if module.check_mode:
+        return
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        module.fail_json(msg=f"{argv[0]} failed for the user {name} (rc={rc}): {(err or out).strip()}", rc=rc)
+
+
 def run_module(module):
-    """Directories first (a file may go into one of them), then the files; the module's result."""
+    """Users first (a directory may belong to one), then directories (a file may go into one of them), then the files;
+    the module's result."""
     report = Report()
+    for entry in module.params["users"]:
+        ensure_user(module, entry, report)
     for entry in module.params["directories"]:
         ensure_directory(module, entry, report)
     for entry in module.params["files"]:

@@ -4,9 +4,16 @@ predicts without touching anything; a rerun is unchanged."""
 
 from __future__ import annotations
 
+import json
+import os
+import pwd
 import stat
 import sys
+from types import SimpleNamespace
 
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _managed_files
 from ansible_collections.llamarpc.cluster.plugins.modules import managed_files
 
 
@@ -207,3 +214,91 @@ def test_changed_labels_name_only_the_labels_whose_paths_changed(run_module, tmp
     env.write_text("A=2\n")  # only the env file differs now: only its label
     assert run_module(managed_files, args).result["changed_labels"] == {"restart": [str(env)]}
     assert run_module(managed_files, args).result["changed_labels"] == {}
+
+
+# --- users: stand-ins for useradd and usermod first on PATH, and a passwd database of the test's own ------------------
+
+RECORD = """import json, os, sys
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+sys.stderr.write(os.environ.get("FAKE_ERR", ""))
+sys.exit(int(os.environ.get("FAKE_RC", "0")))
+"""
+
+
+@pytest.fixture
+def accounts(tmp_path, monkeypatch):
+    """(passwd: name -> (home, shell), calls(): each useradd/usermod call as [tool, args...])."""
+    bin_dir = tmp_path / "sbin"
+    bin_dir.mkdir()
+    for tool in ("useradd", "usermod"):
+        script = bin_dir / tool
+        script.write_text(f"#!{sys.executable}\nimport sys; sys.argv[1:1] = [{tool!r}]\n{RECORD}", encoding="utf-8")
+        script.chmod(0o755)
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    passwd = {}
+
+    def getpwnam(name):
+        if name not in passwd:
+            raise KeyError(name)
+        home, shell = passwd[name]
+        return SimpleNamespace(pw_name=name, pw_dir=home, pw_shell=shell)
+
+    monkeypatch.setattr(_managed_files, "pwd", SimpleNamespace(getpwnam=getpwnam, getpwuid=pwd.getpwuid))
+
+    def calls():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return passwd, calls
+
+
+USER = {"name": "llamarpc", "home": "/var/cache/llamarpc/rpc-worker", "label": "users"}
+
+
+def test_a_missing_system_user_is_made_before_the_directories_and_only_once(run_module, accounts, tmp_path):
+    passwd, calls = accounts
+    cache = tmp_path / "cache"
+    args = {"users": [USER], "directories": [{"path": str(cache), "mode": "0750"}], "_ansible_diff": True}
+    predicted = run_module(managed_files, args, check_mode=True)
+    assert predicted.result["changed_paths"] == ["user:llamarpc", str(cache)]
+    assert predicted.result["changed_labels"] == {"users": ["user:llamarpc"]}
+    assert predicted.result["diff"][0]["before"] == {"user": "llamarpc", "state": "absent"}
+    assert calls() == [] and not cache.exists()
+
+    made = run_module(managed_files, args)
+    assert not made.failed and made.result["changed_paths"] == ["user:llamarpc", str(cache)]
+    assert calls() == [
+        [
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/var/cache/llamarpc/rpc-worker",
+            "--shell",
+            "/usr/sbin/nologin",
+            "llamarpc",
+        ]
+    ]
+    passwd["llamarpc"] = ("/var/cache/llamarpc/rpc-worker", "/usr/sbin/nologin")  # what useradd made
+    again = run_module(managed_files, args)
+    assert not again.result["changed"] and len(calls()) == 1
+
+
+def test_an_existing_user_gets_the_home_and_shell_it_lacks(run_module, accounts):
+    passwd, calls = accounts
+    passwd["llamarpc"] = ("/var/cache/llamarpc/rpc-worker", "/bin/bash")
+    result = run_module(managed_files, {"users": [USER]})
+    assert result.result["changed_paths"] == ["user:llamarpc"]
+    assert calls() == [["usermod", "--shell", "/usr/sbin/nologin", "llamarpc"]]
+
+
+def test_a_failing_useradd_fails_the_task_saying_why(run_module, accounts, monkeypatch):
+    _passwd, _calls = accounts
+    monkeypatch.setenv("FAKE_RC", "9")
+    monkeypatch.setenv("FAKE_ERR", "useradd: user 'llamarpc' already exists\n")
+    result = run_module(managed_files, {"users": [USER]})
+    assert result.failed
+    assert result.result["msg"].endswith("failed for the user llamarpc (rc=9): useradd: user 'llamarpc' already exists")
