@@ -132,16 +132,7 @@ def figures(model, summary, result, shard_bytes, mbit, a):
     cold = perf.load_seconds(sent_bytes=sum(per[n]["bytes"] for n in remote), **common)
     warm = perf.load_seconds(sent_bytes=sum(per[n]["bytes"] - per[n]["hashed"] for n in remote), **common)
     seed = perf.seed_seconds([p["hashed"] for p in per.values()], a["disk_rate"], a["hash_rate"])
-    nodes = [
-        {
-            "name": name,
-            "bytes": per[name]["bytes"],
-            "bandwidth": a["memory_bandwidth"],
-            "rtt": LOOPBACK_RTT if name == "node1" else a["rtt"],
-            "throughput": None if name == "node1" else link,
-        }
-        for name in per
-    ]
+    nodes = pass_nodes(per, link, a)
     vocab = next(t["dims"][1] for t in model["tensors"] if t["name"] == "output.weight")
     speed = perf.predict(
         nodes,
