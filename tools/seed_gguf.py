@@ -46,8 +46,10 @@ SPLIT_MAX_SIZE = 4 * 1000**3
 FILE_TYPE_Q4_K_M = 15
 
 
-def write(out_dir, prefix=PREFIX, split_max_size=SPLIT_MAX_SIZE, shape=SHAPE):
-    """Write the headers of ``shape`` (the seed's model, or ``DRAFT_SHAPE``); returns what the command line prints."""
+def write(out_dir, prefix=PREFIX, split_max_size=SPLIT_MAX_SIZE, shape=None):
+    """Write the headers of ``shape`` (default ``SHAPE``, the seed's model; or ``DRAFT_SHAPE``); returns what the
+    command line prints."""
+    shape = shape or SHAPE
     os.makedirs(out_dir, exist_ok=True)
     writer = GGUFWriter(os.path.join(out_dir, f"{prefix}.gguf"), shape["architecture"], split_max_size=split_max_size)
     writer.add_name(f"{shape['name']} (headers only, llamarpc.cluster tools/seed_gguf.py)")
