@@ -50,12 +50,15 @@ noop-profile: setup
 # paper (tools/seed_paper.py --json). `make bench-down` removes the lab.
 BENCH_INVENTORY := inventories/bench/hosts.yml
 BENCH_MODEL ?= cache
+# The real model as lab/playbooks/real_model.yml fetches it (the user's cache), from which make bench cuts the lab's draft.
+REAL_MODEL = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llamarpc/real-model/gemma-3-270m-q4_k_m.gguf
 BENCH_VARS := lab/benchmarks/cluster.yml $(if $(filter real,$(BENCH_MODEL)),lab/benchmarks/real.yml)
 bench: setup
 	@case "$(BENCH_MODEL)" in cache|real) ;; *) echo "BENCH_MODEL is cache or real, not $(BENCH_MODEL)" >&2; exit 2;; esac
 	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml -e @lab/benchmarks/lab.yml
 ifeq ($(BENCH_MODEL),real)
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) lab/playbooks/real_model.yml
+	mkdir -p .cache/bench-draft && $(BIN)/python tools/draft_gguf.py $(REAL_MODEL) --blocks 15 --out .cache/bench-draft/gemma-first-15.gguf >/dev/null
 else
 	$(BIN)/python lab/tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
 endif

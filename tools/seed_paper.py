@@ -161,16 +161,7 @@ def figures(model, summary, result, shard_bytes, mbit, a):
     local, sshfs = read_with_hashes(model, shard_bytes)
     unread = {**common, "local_bytes": local, "sshfs_bytes": sshfs, "hashed_bytes": 0}
     hashes = perf.load_seconds(sent_bytes=warm_sent, **unread)
-    nodes = [
-        {
-            "name": name,
-            "bytes": per[name]["bytes"],
-            "bandwidth": a["memory_bandwidth"],
-            "rtt": LOOPBACK_RTT if name == "node1" else a["rtt"],
-            "throughput": None if name == "node1" else link,
-        }
-        for name in per
-    ]
+    nodes = pass_nodes(per, link, a)
     vocab = next(t["dims"][1] for t in model["tensors"] if t["name"] == "output.weight")
     speed = perf.predict(
         nodes,
@@ -190,6 +181,150 @@ def figures(model, summary, result, shard_bytes, mbit, a):
         "tps": speed["tokens_per_second"],
         "speed": speed,
     }
+
+
+#: Speculative decoding on paper: the acceptance rates shown (the probability that a drafted token is accepted when the
+#: ones before it were), the draft lengths (``--spec-draft-n-max``; 3 is llama.cpp's default, 7 the longest whose greedy
+#: output stays the model's on the bench lab, docs/development.md), and where the draft runs (the coordinator's CPU).
+SPEC_ACCEPTANCE = (0.5, 0.7)
+SPEC_DRAFT_MAX = (3, 5, 7)
+DRAFT_PATH = "/var/lib/llamarpc/draft/qwen2.5-0.5b-instruct-q4_k_m.gguf"
+
+
+def pass_nodes(per, link, a):
+    """The performance model's nodes of a plan's ``placement``: each worker's weights at the assumed memory bandwidth,
+    node1's own worker over loopback, the others ``a["rtt"]`` away over a link of ``link`` bytes/s."""
+    return [
+        {
+            "name": name,
+            "bytes": per[name]["bytes"],
+            "bandwidth": a["memory_bandwidth"],
+            "rtt": LOOPBACK_RTT if name == "node1" else a["rtt"],
+            "throughput": None if name == "node1" else link,
+        }
+        for name in per
+    ]
+
+
+def draft_case():
+    """The draft on paper (Qwen2.5-0.5B-Instruct Q4_K_M, ``seed_gguf.DRAFT_SHAPE``): its summary for the planner and
+    the bytes it reads per drafted token (every weight: its output matrix is its embedding, read whole)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = seed_gguf.write(tmp, seed_gguf.DRAFT_PREFIX, split_max_size=0, shape=seed_gguf.DRAFT_SHAPE)
+        model = gguf_header.read_model(out["files"][0]["path"])
+    read = seed_gguf.mp.profile(model["tensors"], seed_gguf.DRAFT_PREFIX)["read_per_token_bytes"]
+    return {"out": out, "summary": planner.summarize(model), "read_bytes": read}
+
+
+def speculation(c=None, a=None):
+    """Tokens/s of the seed's plan with the draft on node1's CPU (draft-simple), at each link, acceptance and draft
+    length, next to the plain layer split; the plan that counts the draft's memory on node1."""
+    c, a = c or case(), a or BASE
+    draft = draft_case()
+    spec = {"types": ["draft-simple"], "draft": draft["summary"], "draft_path": DRAFT_PATH}
+    spec_plan = planner.plan(
+        c["summary"], planner.round_memory(vms(6, 8)), SEED_CTX, strategy="all", coordinator="node1", speculative=spec
+    )
+    per = placement(c["model"], spec_plan)
+    vocab = next(t["dims"][1] for t in c["model"]["tensors"] if t["name"] == "output.weight")
+    terms = {
+        "activation_bytes": 2 * c["summary"]["n_embd"] * 4,
+        "logits_bytes": vocab * 4,
+        "call_seconds": a["call_seconds"],
+        "compute_factor": a["compute_factor"],
+    }
+    rows = []
+    for mbit in LINKS_MBIT:
+        nodes = pass_nodes(per, mbit * 1e6 / 8 * a["link_efficiency"], a)
+        plain = perf.predict(nodes, "layer", **terms)["tokens_per_second"]
+        for acceptance in SPEC_ACCEPTANCE:
+            by_k = {}
+            for k in SPEC_DRAFT_MAX:
+                fast = perf.speculative(
+                    nodes, k, acceptance, {"bytes": draft["read_bytes"], "bandwidth": a["memory_bandwidth"]}, **terms
+                )
+                by_k[k] = {"tokens_per_second": fast["tokens_per_second"], "tokens_per_pass": fast["tokens_per_pass"]}
+            rows.append({"link_mbit": mbit, "acceptance": acceptance, "plain_tps": plain, "draft_max": by_k})
+    return {"draft": draft, "plan": spec_plan, "rows": rows}
+
+
+def speculation_json(s=None):
+    """The speculation table for the paper's JSON (``summary_json``)."""
+    s = s or speculation()
+    return {
+        "draft": seed_gguf.DRAFT_SHAPE["name"],
+        "draft_tensor_bytes": s["draft"]["out"]["tensor_bytes"],
+        "draft_on": "node1's CPU",
+        "verify_token_fraction": perf.VERIFY_TOKEN_FRACTION,
+        "rows": [
+            {
+                "link_mbit": row["link_mbit"],
+                "acceptance": row["acceptance"],
+                "plain_tokens_per_second": row["plain_tps"],
+                **{f"draft_max_{k}_tokens_per_second": v["tokens_per_second"] for k, v in row["draft_max"].items()},
+            }
+            for row in s["rows"]
+        ],
+    }
+
+
+def speculation_lines(s=None):
+    """The page's section on speculative decoding."""
+    s = s or speculation()
+    draft = s["draft"]["out"]
+    draft_line = next(line for line in s["plan"]["table"] if line.startswith("draft model"))
+    at = {(row["link_mbit"], row["acceptance"]): row for row in s["rows"]}
+    default = SPEC_DRAFT_MAX[0]
+    head = " | ".join(f"k = {k}" for k in SPEC_DRAFT_MAX)
+    lines = [
+        "",
+        "## Speculative decoding",
+        "",
+        f"A draft for it: {seed_gguf.DRAFT_SHAPE['name']} (`tools/seed_gguf.py --draft`, headers only),",
+        f"{draft['tensors']} tensors, {_gb(draft['tensor_bytes'])} of tensor data. Its 24 blocks are 896 wide, no "
+        "multiple of 256,",
+        "so llama.cpp's Q4_K_M gives most of its matrices the fallback types (Q5_0 for Q4_K,",
+        "Q8_0 for Q6_K and for its embedding, which is also its output matrix). Its vocabulary is 151936 entries",
+        "against the 32B's 152064: the same token list, within the 128 entries llama.cpp allows a draft. It runs on",
+        "node1's CPU (`--spec-draft-device none`), where the planner counts it (the seed's plan, strategy all):",
+        "",
+        "```",
+        draft_line,
+        "```",
+        "",
+        "Tokens/s of the seed's plan, plain and with the draft at `k` drafted tokens per pass (`--spec-draft-n-max`),",
+        "by the performance model: per pass the draft reads its weights `k + 1` times, the verification of `k + 1`",
+        f"tokens reads every weight once (its compute grows past {perf.VERIFY_TOKEN_FRACTION} of a read per token,",
+        "measured on this project's machines, not on the seed's) and pays each worker's round trip once, with the",
+        "logits of every verified token back from the last worker; a pass yields `1 + a (1 - a^k) / (1 - a)` tokens",
+        "at acceptance `a`.",
+        "",
+        f"| link | acceptance | plain | {head} |",
+        "|---|---|---|" + "---|" * len(SPEC_DRAFT_MAX),
+    ]
+    for row in s["rows"]:
+        cells = " | ".join(
+            f"{row['draft_max'][k]['tokens_per_second']:.2f} ({row['draft_max'][k]['tokens_per_pass']:.2f}/pass)"
+            for k in SPEC_DRAFT_MAX
+        )
+        lines.append(f"| {row['link_mbit']:g} Mbit/s | {row['acceptance']} | {row['plain_tps']:.2f} | {cells} |")
+    lines += [
+        f"| seed, measured | - | {MEASURED_TPS} | " + " | ".join("-" for _k in SPEC_DRAFT_MAX) + " |",
+        "",
+        f"With llama.cpp's default draft length (k = {default}), the seed's six nodes at 100 Mbit/s would give "
+        f"{at[(100, 0.5)]['draft_max'][default]['tokens_per_second']:.2f} tokens/s",
+        f"at acceptance 0.5 and {at[(100, 0.7)]['draft_max'][default]['tokens_per_second']:.2f} at 0.7 "
+        f"({at[(1000, 0.5)]['draft_max'][default]['tokens_per_second']:.2f} and "
+        f"{at[(1000, 0.7)]['draft_max'][default]['tokens_per_second']:.2f} at 1 Gbit/s), against the measured "
+        f"{MEASURED_TPS} without.",
+        "A pass reads the 19.4 GB of weights once for several tokens, which is the gain; what eats into it is the",
+        "draft's own reads (0.39 GB per drafted token on node1), the logits of every verified token back over the",
+        "last worker's link (608 KB each: what 1 Gbit/s gains over 100 Mbit/s), and, past k + 1 = "
+        f"{1 / perf.VERIFY_TOKEN_FRACTION:.1f} (1 / {perf.VERIFY_TOKEN_FRACTION}),",
+        "a verification that computes longer than it reads: k = 7 gains less than k = 5. The acceptance depends on",
+        "the text (code and quoting accept more than free prose) and was never measured on the seed.",
+    ]
+    return lines
 
 
 def _min(seconds):
@@ -246,6 +381,7 @@ def summary_json(c=None):
         "measured": {"load_minutes": MEASURED_LOAD_MIN, "tokens_per_second": MEASURED_TPS},
         "assumptions": {"memory_bandwidth_gb_per_s": BASE["memory_bandwidth"] / 1e9, "rtt_ms": BASE["rtt"] * 1000},
         "source": "docs/seed-on-paper.md (tools/seed_paper.py)",
+        "speculation": speculation_json(speculation(c)),
     }
 
 
@@ -418,7 +554,7 @@ def build():
         "  llama-server's prompt cache off); the memory bandwidth of the seed's VMs was not recorded and is the least",
         "  certain figure here.",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + speculation_lines(speculation(c))) + "\n"
 
 
 def main(argv=None):

@@ -29,6 +29,10 @@ description:
   - With O(mode=report) (on the controller) writes C(results.json), C(report.md) and C(chart.png) (matplotlib) into
     O(results_dir), with the ratios between configurations, the performance model's predictions and, given
     O(model_profile), the model's proportions against the seed's Qwen2.5-32B Q4_K_M (computed from its shapes).
+  - With O(speculative), llama-server runs with speculative decoding (the planner's arguments, a draft model on this
+    host's CPU); the result counts the drafted and accepted tokens (RV(result.summary)) and the report gets a section
+    with the acceptance, the tokens per pass and the prediction from them, paired with the plain configuration beside
+    it (O(pair) with C(proxied), the same round trip) and whether their greedy outputs agree.
   - The report compares every configuration's greedy outputs with the O(calibration) configuration's (a single
     process) - each result's C(summary.same_output_as_single), and a row in the ratios table (target 1, the share of
     configurations whose outputs are identical, naming those that differ).
@@ -108,6 +112,37 @@ options:
         cannot keep the shards cached (the seed's 19.8 GB on 8 GB). RV(result.load_network) then counts those bytes.
     type: bool
     default: false
+  speculative:
+    description:
+      - Speculative decoding for this configuration, as the llama_coordinator role asks it of the planner - C(types)
+        (C(--spec-type) values), C(settings) (name to value, C(--spec-NAME VALUE)), C(draft_path) (a draft model on this
+        host, run on its CPU, for C(draft-simple)) and C(draft_name) (what the report calls the draft). The planner
+        builds and checks the arguments; empty - none.
+    type: dict
+    default: {}
+  local_rpc_server:
+    description:
+      - A C(ggml-rpc-server) started on this host's loopback for the run (C(bin), its path; C(port)), without a tensor
+        cache, so that O(rpc) or the pair's can name C(127.0.0.1:PORT) - a second worker on the coordinator's host, as
+        fast to reach as its own.
+    type: dict
+    suboptions:
+      bin:
+        description: Path of C(ggml-rpc-server).
+        type: path
+        required: true
+      port:
+        description: Its loopback port.
+        type: int
+        default: 50062
+  prompt_text:
+    description: The prompt of every completion instead of the synthetic ones of O(prompt_tokens) (then unused).
+    type: str
+    default: ""
+  prompt_name:
+    description: What the report calls O(prompt_text).
+    type: str
+    default: ""
   port:
     description: Loopback port of the benchmark's llama-server (not the cluster's own).
     type: int
@@ -136,8 +171,9 @@ options:
     default: 16000
   pair:
     description:
-      - A second configuration run beside this one (O(mode=run)), on O(port) + 1, never through the proxy and with no
-        worker of this one (a C(ggml-rpc-server) serves one client at a time); O(parallel) must be 1.
+      - A second configuration run beside this one (O(mode=run)), on O(port) + 1, through the proxy only with
+        C(proxied), and with no worker of this one (a C(ggml-rpc-server) serves one client at a time); O(parallel)
+        must be 1.
       - Both are loaded, one after the other; then each (prompt, output) pair goes to one and then the other, the
         order swapping from one request to the next. Runs made back to back share a C(pair) key.
     type: dict
@@ -161,6 +197,14 @@ options:
         type: str
         choices: [layer, tensor]
         default: layer
+      speculative:
+        description: Its speculative decoding, as O(speculative) (empty - none, whatever this configuration's).
+        type: dict
+        default: {}
+      proxied:
+        description: Its workers through the same delaying proxy as this configuration's (O(proxy_delay_ms)).
+        type: bool
+        default: false
   load_timeout:
     description: Seconds to wait for the model load.
     type: int
@@ -254,6 +298,17 @@ options:
       - Empty, or no tbf - every byte at the link's rate, as a real NIC serialises it.
     type: str
     default: ""
+  spec_targets:
+    description:
+      - The least ratio of the best speculative configuration to the plain layer split, per prompt name (O(prompt_name))
+        at O(spec_target_rtt_ms) (O(mode=report)). Each speculative configuration run beside its plain pair gets a
+        paired ratio row, and each prompt and round trip a row with the best of them.
+    type: dict
+    default: {}
+  spec_target_rtt_ms:
+    description: The round trip (ms) the O(spec_targets) apply at.
+    type: float
+    default: 16.0
   meta:
     description: Free-form facts written into the report (machine load, command).
     type: dict
@@ -324,6 +379,15 @@ result:
       type: list
       elements: float
     paired_with: {description: With O(pair) - the other configuration's name., type: str}
+    speculative:
+      description:
+        - With O(speculative) - C(types), C(settings), C(draft_path), C(draft_name) and C(draft_read_bytes) (the draft's
+          weights read per drafted token, from its GGUF header); null without.
+        - The summary then has C(drafted), C(accepted), C(acceptance) (accepted / drafted), C(drafted_per_pass) and
+          C(accepted_per_pass) (over the target's passes, generated - accepted tokens), and beside a pair
+          C(same_output_as_pair).
+      type: dict
+    prompt_name: {description: O(prompt_name) when given., type: str}
 pair_result:
   description: The pair's measurements (O(pair)), as RV(result); its runs carry the same C(pair) keys.
   returned: mode is run and pair is given
@@ -411,8 +475,19 @@ def main():
                     "rpc": {"type": "list", "elements": "str", "default": []},
                     "tensor_split": {"type": "list", "elements": "float", "default": []},
                     "split_mode": {"type": "str", "choices": ["layer", "tensor"], "default": "layer"},
+                    "speculative": {"type": "dict", "default": {}},
+                    "proxied": {"type": "bool", "default": False},
                 },
             },
+            "speculative": {"type": "dict", "default": {}},
+            "local_rpc_server": {
+                "type": "dict",
+                "options": {"bin": {"type": "path", "required": True}, "port": {"type": "int", "default": 50062}},
+            },
+            "prompt_text": {"type": "str", "default": ""},
+            "spec_targets": {"type": "dict", "default": {}},
+            "spec_target_rtt_ms": {"type": "float", "default": 16.0},
+            "prompt_name": {"type": "str", "default": ""},
             "load_timeout": {"type": "int", "default": 1800},
             "state_dir": {"type": "path", "default": "/run/llamarpc/bench"},
             "results": {"type": "list", "elements": "dict", "default": []},

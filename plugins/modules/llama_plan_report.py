@@ -108,7 +108,7 @@ options:
   spec_acceptance:
     description:
       - The acceptance rate assumed for the prediction with speculative decoding, when O(memory) has it (its
-        C(speculative)) - drafted tokens accepted / drafted, as llama-server reports it, from 0 to 1.
+        C(speculative)) - the probability that a drafted token is accepted when the ones before it were, from 0 to 1.
       - The report gives tokens/s with and without speculation, and says what it assumed.
     type: float
     default: 0.5

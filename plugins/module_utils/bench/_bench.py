@@ -15,6 +15,7 @@ import urllib.request
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._bench_spec import report_lines, spec_summary
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model._model_profile import comparison_lines
 
 #: A prompt word that the tiny models' tokenizers and real ones both turn into about one token.
@@ -69,9 +70,11 @@ def wait_healthy(base_url, timeout, is_alive=lambda: True, interval=0.25, clock=
 
 
 def completion(base_url, prompt_tokens, predict_tokens, timeout=600.0):
-    """One greedy /completion; returns its timings (prompt/predicted tokens and tokens/s)."""
+    """One greedy /completion; returns its timings (prompt/predicted tokens and tokens/s, and with speculation the
+    drafted and accepted tokens). ``prompt_tokens``: a length (a synthetic prompt, ``prompt_of``) or a prompt's
+    text."""
     body = {
-        "prompt": prompt_of(prompt_tokens),
+        "prompt": prompt_tokens if isinstance(prompt_tokens, str) else prompt_of(prompt_tokens),
         "n_predict": int(predict_tokens),
         "temperature": 0,
         "cache_prompt": False,
@@ -88,6 +91,8 @@ def completion(base_url, prompt_tokens, predict_tokens, timeout=600.0):
         "predicted_n": t.get("predicted_n"),
         "prompt_per_second": t.get("prompt_per_second"),
         "predicted_per_second": t.get("predicted_per_second"),
+        "draft_n": t.get("draft_n"),
+        "draft_n_accepted": t.get("draft_n_accepted"),
         "wall_seconds": wall,
         "content": answer.get("content", ""),
     }
@@ -106,7 +111,8 @@ def alternated_runs(bases, prompts, predicts, repeats, pair_id="", complete=comp
                 turn = index % len(bases)
                 for i in list(range(turn, len(bases))) + list(range(turn)):
                     run = complete(bases[i], prompt, predict_n)
-                    run.update(prompt_tokens=prompt, predict_tokens=predict_n, repeat=rep)
+                    length = run.get("prompt_n") if isinstance(prompt, str) else prompt  # a text: its token count
+                    run.update(prompt_tokens=length, predict_tokens=predict_n, repeat=rep)
                     if len(bases) > 1:
                         run["pair"] = f"{pair_id}/{index}"
                     runs[i].append(run)
@@ -254,6 +260,7 @@ def completion_summary(runs):
         "generation_spread": gen["spread"],
         "generation_min": gen["min"],
         "generation_max": gen["max"],
+        **spec_summary(runs),
     }
 
 
@@ -583,6 +590,7 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None, pa
     for r in results:
         if r.get("seeding"):
             lines += seeding_lines(r["name"], r["seeding"])
+    lines += report_lines(results)
     if models:
         lines += comparison_lines(*models)
     if paper:

@@ -15,6 +15,7 @@ import json
 import os
 import time
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.bench import _bench_spec
 from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._bench import (
     alternated_runs,
     bytes_between,
@@ -41,7 +42,12 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.model._gguf_heade
     split_paths,
 )
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model._model_profile import profile, reference_profile
-from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_plan import LOCAL_ARGS, assign_layers
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_plan import (
+    LOCAL_ARGS,
+    PlanError,
+    assign_layers,
+)
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_plan import summarize as model_summary
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._perf_model import effective_bandwidth, predict
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _delay_proxy, _rpc_protocol, _rpc_wire
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._sshfs import parse_mountinfo
@@ -51,6 +57,8 @@ SERVER_UNIT = "llamarpc-bench-server"
 #: The second llama-server of a paired run (option ``pair``), on the next port.
 PAIR_UNIT = "llamarpc-bench-server-pair"
 PROXY_UNIT = "llamarpc-bench-proxy"
+#: A ggml-rpc-server on the coordinator's host for the run (option ``local_rpc_server``), on loopback.
+LOCAL_RPC_UNIT = "llamarpc-bench-rpc-local"
 NET_DEV = "/proc/net/dev"
 MOUNTINFO = "/proc/self/mountinfo"
 
@@ -92,7 +100,29 @@ def server_argv(p, rpc):
             argv += ["--tensor-split", ",".join(f"{x:g}" for x in p["tensor_split"])]
     else:  # the single process: what a local plan (fit first) runs too
         argv += list(LOCAL_ARGS)
-    return argv + list(p["extra_args"])
+    return argv + list(p["extra_args"]) + list(p.get("spec_args") or ())
+
+
+def speculation(p):
+    """A configuration's speculation as its result records it and llama-server's arguments for it: (``{types,
+    settings, draft_path, draft_name, draft_read_bytes}`` or None, words). The draft's GGUF header gives the planner
+    its summary and the performance model the bytes it reads per drafted token. Raises ValueError."""
+    spec = p.get("speculative") or {}
+    if not spec.get("types"):
+        return None, []
+    record = {key: spec.get(key) for key in ("types", "settings", "draft_path", "draft_name")}
+    summary = None
+    if spec.get("draft_path"):
+        try:
+            tensors = read_model(spec["draft_path"])
+            summary = model_summary(tensors)
+            record["draft_read_bytes"] = profile(tensors["tensors"], "draft")["read_per_token_bytes"]
+        except (GGUFError, OSError) as exc:
+            raise ValueError(f"cannot read the draft model {spec['draft_path']}: {exc}") from exc
+    try:
+        return record, _bench_spec.server_args(spec, summary)
+    except PlanError as exc:
+        raise ValueError(f"speculative settings: {exc}") from exc
 
 
 def write_proxy(directory):
@@ -112,7 +142,8 @@ def measure(bases, p, results, pair_id=""):
     first."""
     for base in bases:
         completion(base, 8, 4)  # warm-up (first-token allocations)
-    runs = alternated_runs(bases, p["prompt_tokens"], p["predict_tokens"], p["repeats"], pair_id)
+    prompts = [p["prompt_text"]] if p.get("prompt_text") else p["prompt_tokens"]
+    runs = alternated_runs(bases, prompts, p["predict_tokens"], p["repeats"], pair_id)
     for result, own in zip(results, runs, strict=True):
         result["runs"] = own
         result["parallel_runs"] = []
@@ -127,6 +158,8 @@ def new_result(p):
     """A configuration's result before its load: name, workers, split and settings."""
     result = {"name": p["name"], "rpc": list(p["rpc"]), "split_mode": p["split_mode"] if p["rpc"] else "none"}
     result.update(threads=p["threads"], parallel=p["parallel"], proxy_delay_ms=p["proxy_delay_ms"])
+    if p.get("prompt_name"):
+        result["prompt_name"] = p["prompt_name"]
     result["tensor_split"] = list(p["tensor_split"])
     return result
 
@@ -172,6 +205,7 @@ def predictions(p, results, links, burst=0):
         if link.get("kind") == "raw TCP":
             throughput.setdefault(link.get("from"), float(link.get("mb_per_s") or 0) * 1e6)
     layers = p["layers"] or prof.get("n_layer") or 1
+    fraction = _bench_spec.verify_fraction(calib)
     for r in results:
         workers = r.get("rpc") or []
         # The emulated round trip: twice what the proxy really held each chunk while the completions ran (its timer
@@ -188,14 +222,15 @@ def predictions(p, results, links, burst=0):
                 node["burst"] = burst
         else:
             nodes = [{"name": "single", "bytes": read_bytes, "bandwidth": bandwidth}]
-        model = predict(
-            nodes,
-            r.get("split_mode", "layer"),
-            layers=layers,
-            shared_bandwidth=bandwidth if p["shared_bandwidth_nodes"] else 0.0,
+        terms = {
+            "shared_bandwidth": bandwidth if p["shared_bandwidth_nodes"] else 0.0,
             # The hidden state goes to each worker and comes back; the logits come from the output layer's.
-            activation_bytes=2 * prof.get("activation_bytes", 0),
-            logits_bytes=prof.get("logits_bytes", 0),
+            "activation_bytes": 2 * prof.get("activation_bytes", 0),
+            "logits_bytes": prof.get("logits_bytes", 0),
+        }
+        # Speculation: per pass, from the drafted and accepted tokens it counted (the draft on the coordinator's CPU).
+        model = _bench_spec.predict(nodes, r, bandwidth, fraction, **terms) or predict(
+            nodes, r.get("split_mode", "layer"), layers=layers, **terms
         )
         s = r.setdefault("summary", {})
         s["predicted_tps"] = model["tokens_per_second"]
@@ -226,7 +261,7 @@ class Bench:
         self.systemctl = None  # only mode=run needs systemd
 
     def stop_units(self):
-        for unit in (SERVER_UNIT, PAIR_UNIT, PROXY_UNIT):
+        for unit in (SERVER_UNIT, PAIR_UNIT, PROXY_UNIT, LOCAL_RPC_UNIT):
             self.systemctl.run("stop", unit)
             self.systemctl.run("reset-failed", unit)
 
@@ -249,20 +284,33 @@ class Bench:
             pass
         return None
 
-    def proxied(self):
-        rpc = list(self.params["rpc"])
-        if self.params["proxy_delay_ms"] <= 0 or not rpc:
-            return rpc
+    def proxied(self, servers):
+        """Each server's RPC addresses (``servers``: their parameters, the first this configuration's): with a delay,
+        every worker of the first, and of a pair with ``proxied``, through one delaying proxy (one route each)."""
+        addresses = [list(q["rpc"]) for q in servers]
+        through = [i for i, q in enumerate(servers) if i == 0 or q.get("proxied")]
+        if self.params["proxy_delay_ms"] <= 0 or not any(addresses[i] for i in through):
+            return addresses
         script = write_proxy(self.params["state_dir"])
-        routes, local = [], []
-        for i, target in enumerate(rpc):
-            port = self.params["proxy_base_port"] + i
-            routes.append(f"{port}={target}")
-            local.append(f"127.0.0.1:{port}")
+        routes, port = [], self.params["proxy_base_port"]
+        for i in through:
+            for n, target in enumerate(addresses[i]):
+                routes.append(f"{port}={target}")
+                addresses[i][n] = f"127.0.0.1:{port}"
+                port += 1
         argv = ["/usr/bin/python3", script, "--delay-ms", str(self.params["proxy_delay_ms"])]
         self.start_unit(PROXY_UNIT, argv + ["--hold-file", self.hold_path()] + routes)
         time.sleep(1.0)
-        return local
+        return addresses
+
+    def start_local_rpc(self):
+        """The ggml-rpc-server of option ``local_rpc_server`` on loopback, for the run (no tensor cache)."""
+        local = self.params["local_rpc_server"]
+        if not local:
+            return
+        argv = [local["bin"], "-H", "127.0.0.1", "-p", str(local["port"]), "-t", str(self.params["threads"])]
+        self.start_unit(LOCAL_RPC_UNIT, argv)
+        time.sleep(1.0)
 
     def hold_path(self):
         return os.path.join(self.params["state_dir"], "proxy-hold.json")
@@ -299,7 +347,8 @@ class Bench:
             self.module.fail_json(msg=f"{p['name']} and its pair {pair['name']} share workers {sorted(shared)}")
         if p["parallel"] > 1:
             self.module.fail_json(msg=f"{p['name']}: a pair runs one client at a time (parallel 1)")
-        return {**p, **pair, "port": p["port"] + 1, "proxy_delay_ms": 0}
+        delay = p["proxy_delay_ms"] if pair["proxied"] else 0
+        return {**p, **pair, "port": p["port"] + 1, "proxy_delay_ms": delay}
 
     def run(self):
         p = self.params
@@ -307,16 +356,23 @@ class Bench:
             if not p[key]:
                 self.module.fail_json(msg=f"mode=run needs {key}")
         pair = self.pair_params()
+        servers = [(p, SERVER_UNIT)] + ([(pair, PAIR_UNIT)] if pair else [])
+        results = [new_result(q) for q, _unit in servers]
+        for (q, _unit), result in zip(servers, results, strict=True):
+            try:
+                result["speculative"], q["spec_args"] = speculation(q)
+            except ValueError as exc:
+                self.module.fail_json(msg=f"{q['name']}: {exc}")
         if self.module.check_mode:
             return {"changed": True, "result": {"name": p["name"]}}
         self.systemctl = Systemctl(self.module, required=True)
         self.stop_units()
-        servers = [(p, SERVER_UNIT)] + ([(pair, PAIR_UNIT)] if pair else [])
-        results = [new_result(q) for q, _unit in servers]
         bases = [f"http://127.0.0.1:{q['port']}" for q, _unit in servers]
         try:
-            for (q, unit), result, base in zip(servers, results, bases, strict=True):
-                argv = server_argv(q, self.proxied() if unit == SERVER_UNIT else list(q["rpc"]))
+            self.start_local_rpc()
+            addresses = self.proxied([q for q, _unit in servers])
+            for (q, unit), result, base, rpc in zip(servers, results, bases, addresses, strict=True):
+                argv = server_argv(q, rpc)
                 result["argv"] = argv
                 if q["drop_cache"]:
                     drop_cached_pages(q["model"])
@@ -327,6 +383,8 @@ class Bench:
             held = self.read_hold()
             measure(bases, p, results, f"{p['name']}@{time.time():.3f}")
             results[0]["proxy_hold"] = hold_between(held, self.read_hold())
+            if pair and pair["proxied"]:
+                results[1]["proxy_hold"] = results[0]["proxy_hold"]
             for (_q, unit), result in zip(servers, results, strict=True):
                 result["server_peak_rss_bytes"] = self.peak_rss(unit)
         except RuntimeError as exc:
@@ -338,6 +396,11 @@ class Bench:
         answer = {"changed": True, "result": results[0]}
         if pair:
             results[0]["paired_with"], results[1]["paired_with"] = pair["name"], p["name"]
+            if results[0]["speculative"] or results[1]["speculative"]:
+                same = _bench_spec.same_as_pair(results[0]["runs"], results[1]["runs"])
+                for result in results:
+                    result["summary"]["same_output_as_pair"] = same
+                    result["paired_with_speculation"] = True
             answer["pair_result"] = results[1]
         return answer
 
@@ -367,8 +430,10 @@ class Bench:
             r["summary"] = {**r.get("summary", {}), "same_output_as_single": verdicts[r["name"]]}
         models = (p["model_profile"], reference_profile()) if p["model_profile"] else None
         ratios = ratio_rows(
-            results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links], p["ratios"]
+            results + [{"name": x["name"], "summary": {"mb_per_s": x["mb_per_s"]}} for x in links],
+            p["ratios"] + _bench_spec.ratio_specs(results),
         )
+        ratios += _bench_spec.best_rows(ratios, p["spec_targets"], p["spec_target_rtt_ms"])
         ratios.append(output_row(verdicts, p["calibration"]))
         rerun = None
         if p["rerun"].get("site"):

@@ -31,8 +31,11 @@ CACHE_THRESHOLD_BYTES = 10 * 1024 * 1024
 F32_BYTES = 4
 
 # ggml type ids (ggml.h) the Q4_K_M rules below use.
-F32, Q8_0, Q4_K, Q6_K = 0, 8, 12, 14
+F32, Q5_0, Q8_0, Q4_K, Q6_K = 0, 6, 8, 12, 14
 QK_K = 256
+#: llama-quant.cpp's ``tensor_type_fallback``: a matrix whose rows (``ne0``) are not a whole number of 256-element
+#: blocks takes a 32-element block type instead of its k-quant.
+FALLBACK = {Q4_K: Q5_0, Q6_K: Q8_0}
 
 #: Qwen2.5-32B (the seed's model; Qwen/Qwen2.5-32B-Instruct config.json): hidden 5120, 64 layers, FFN 27648,
 #: 40 query heads and 8 key/value heads of 128, vocabulary 152064, output not tied, biases on q, k and v.
@@ -47,6 +50,24 @@ QWEN25_32B = {
     "head_dim": 128,
     "n_vocab": 152064,
     "tied": False,
+    "qkv_bias": True,
+}
+
+#: Qwen2.5-0.5B (a draft for the seed's model; Qwen/Qwen2.5-0.5B-Instruct config.json): hidden 896, 24 layers, FFN
+#: 4864, 14 query heads and 2 key/value heads of 64, vocabulary 151936 (the 32B's 152064 less 128 padding entries: the
+#: same token list, within llama.cpp's 128 for a draft), output tied to the embedding, biases on q, k and v. Its width
+#: is no multiple of 256: most of its matrices take llama.cpp's fallback types (``FALLBACK``).
+QWEN25_05B = {
+    "name": "Qwen2.5-0.5B-Instruct Q4_K_M",
+    "architecture": "qwen2",
+    "n_layer": 24,
+    "n_embd": 896,
+    "n_ff": 4864,
+    "n_head": 14,
+    "n_head_kv": 2,
+    "head_dim": 64,
+    "n_vocab": 151936,
+    "tied": True,
     "qkv_bias": True,
 }
 
@@ -66,14 +87,16 @@ def q4_k_m_tensors(shape):
     """The tensor table llama.cpp's Q4_K_M gives a dense llama-like model of ``shape`` (keys as in ``QWEN25_32B``).
 
     Rules of the pinned llama.cpp (``llama_tensor_get_type_impl``): every matrix Q4_K, the output matrix (and a tied
-    embedding) Q6_K, ``attn_v`` and ``ffn_down`` Q6_K in the ``use_more_bits`` layers, vectors (norms, biases) F32.
-    Widths must be multiples of 256 (llama.cpp falls back to other types otherwise; not modelled here).
+    embedding) Q6_K, ``attn_v`` and ``ffn_down`` Q6_K in the ``use_more_bits`` layers, vectors (norms, biases) F32;
+    then ``tensor_type_fallback``: a matrix whose rows are no whole number of 256-element blocks takes Q5_0 for Q4_K
+    and Q8_0 for Q6_K (``FALLBACK``; the output rule gives a tied embedding that is so Q8_0 directly, the same).
+    Widths must be multiples of 32.
     """
     n_embd, n_ff, n_vocab = shape["n_embd"], shape["n_ff"], shape["n_vocab"]
     q_width = shape["n_head"] * shape["head_dim"]
     kv_width = shape["n_head_kv"] * shape["head_dim"]
-    if any(width % QK_K for width in (n_embd, n_ff, q_width)):
-        raise ValueError("q4_k_m_tensors needs widths that are multiples of 256")
+    if any(width % 32 for width in (n_embd, n_ff, q_width)):
+        raise ValueError("q4_k_m_tensors needs widths that are multiples of 32")
     n_layer = shape["n_layer"]
     table = [("token_embd.weight", [n_embd, n_vocab], Q6_K if shape["tied"] else Q4_K)]
     for layer in range(n_layer):
@@ -95,6 +118,7 @@ def q4_k_m_tensors(shape):
     table.append(("output_norm.weight", [n_embd], F32))
     if not shape["tied"]:
         table.append(("output.weight", [n_embd, n_vocab], Q6_K))
+    table = [(n, d, FALLBACK[t] if t in FALLBACK and d[0] % QK_K else t) for n, d, t in table]
     return [{"name": n, "dims": d, "type": t, "bytes": tensor_bytes(t, d)} for n, d, t in table]
 
 

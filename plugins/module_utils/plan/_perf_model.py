@@ -66,8 +66,18 @@ Nodes that share one machine's memory (the lab) cannot exceed its aggregate band
 least ``sum(bytes) / shared_bandwidth`` when that is given.
 
 Speculative decoding (``speculative``) trades passes for tokens. One pass drafts ``k`` tokens and verifies
-them with the target in one batch of ``k + 1``; it yields ``1 + acceptance * k`` tokens (``tokens_per_pass``, with the
-acceptance as llama-server reports it: drafted tokens accepted / drafted). Per pass it costs::
+them with the target in one batch of ``k + 1``. The drafted tokens are accepted up to the first one the target would
+not have produced, and the target adds its own token, so with ``a`` the acceptance rate (the probability that a
+drafted token is accepted when the ones before it were) a pass yields on average (Leviathan et al. 2023, "Fast
+Inference from Transformers via Speculative Decoding", eq. 1; ``tokens_per_pass``)::
+
+    1 + accepted_per_pass(k, a) = 1 + a * (1 - a ** k) / (1 - a)    (k + 1 when a = 1)
+
+It can never exceed ``1 / (1 - a)``, however long the draft: the longest draft the settings allow (64 tokens for
+ngram-mod) is what each pass verifies, not what it yields. llama-server's own figure, drafted tokens accepted /
+drafted, is ``accepted_per_pass / k`` (below ``a``); a benchmark that counted the passes gives the accepted tokens per
+pass and the drafted tokens per pass directly (``speculative``'s ``accepted``; an n-gram type drafts only where the
+text repeats, so its mean draft is shorter than its maximum). Per pass it costs::
 
     t_pass = (k + 1) * t_draft                                   (a draft model; 0 for the n-gram types)
            + sum_i(read_i * max(1, (k + 1) * VERIFY_TOKEN_FRACTION))   (weights read once, compute grows with k)
@@ -173,20 +183,30 @@ def predict(
     }
 
 
-def tokens_per_pass(drafted, acceptance):
-    """Tokens one verification pass yields: the target's own and the accepted drafted ones, ``1 + acceptance *
-    drafted`` (``acceptance``: drafted tokens accepted / drafted, as llama-server reports it, from 0 to 1)."""
+def accepted_per_pass(drafted, acceptance):
+    """Drafted tokens accepted per verification pass on average (module docstring): drafts of ``drafted`` tokens
+    (``k``, a mean may be fractional), each accepted with probability ``acceptance`` (from 0 to 1) when the tokens
+    before it were, up to the first one refused: ``a * (1 - a ** k) / (1 - a)``, ``k`` when every one is."""
     if drafted < 0:
         raise ValueError(f"drafted tokens per pass must not be negative, got {drafted}")
-    if not 0.0 <= float(acceptance) <= 1.0:
+    a = float(acceptance)
+    if not 0.0 <= a <= 1.0:
         raise ValueError(f"an acceptance rate is from 0 to 1, got {acceptance}")
-    return 1.0 + float(acceptance) * drafted
+    if a == 1.0:
+        return float(drafted)
+    return a * (1.0 - a ** float(drafted)) / (1.0 - a)
+
+
+def tokens_per_pass(drafted, acceptance):
+    """Tokens one verification pass yields on average: the target's own and the accepted drafted ones,
+    ``1 + accepted_per_pass(drafted, acceptance)``."""
+    return 1.0 + accepted_per_pass(drafted, acceptance)
 
 
 def speculative(
     nodes,
     drafted,
-    acceptance,
+    acceptance=None,
     draft=None,
     activation_bytes=0,
     logits_bytes=0,
@@ -194,15 +214,23 @@ def speculative(
     verify_fraction=VERIFY_TOKEN_FRACTION,
     call_seconds=RPC_CALL_SECONDS,
     compute_factor=RPC_COMPUTE_FACTOR,
+    accepted=None,
 ):
     """Predicted seconds per token and tokens/s of the layer split with speculative decoding (module docstring).
 
-    ``nodes`` as ``predict``'s; ``drafted``: tokens drafted per pass (``k``); ``acceptance``: drafted tokens accepted /
-    drafted; ``draft``: the draft model, ``{bytes, bandwidth}`` (weights read per draft token, bytes/s) and, on a
-    worker, ``rtt``, ``throughput``, ``burst`` and ``logits_bytes``; None for the n-gram types (drafting costs nothing).
-    ``activation_bytes``/``logits_bytes``: per token, as ``predict``'s. Returns ``predict``'s keys (per generated token)
-    and ``tokens_per_pass``, ``draft_seconds``, ``verify_seconds`` (per pass)."""
-    batch = int(drafted) + 1
+    ``nodes`` as ``predict``'s; ``drafted``: tokens drafted per pass (``k``: the draft length, or a benchmark's mean
+    drafted tokens per pass); ``acceptance``: the probability that a drafted token is accepted when the ones before it
+    were (``accepted_per_pass``); ``accepted``: instead of it, the accepted tokens per pass a benchmark counted (its
+    accepted tokens over its passes); ``draft``: the draft model, ``{bytes, bandwidth}`` (weights read per draft
+    token, bytes/s) and, on a worker, ``rtt``, ``throughput``, ``burst`` and ``logits_bytes``; None for the n-gram
+    types (drafting costs nothing). ``activation_bytes``/``logits_bytes``: per token, as ``predict``'s. Returns
+    ``predict``'s keys (per generated token) and ``tokens_per_pass``, ``draft_seconds``, ``verify_seconds`` (per
+    pass)."""
+    if accepted is None and acceptance is None:
+        raise ValueError("speculative decoding's prediction needs an acceptance rate or the accepted tokens per pass")
+    if accepted is not None and not 0.0 <= float(accepted) <= max(float(drafted), 0.0):
+        raise ValueError(f"accepted tokens per pass are from 0 to the drafted ones ({drafted}), got {accepted}")
+    batch = float(drafted) + 1
     one = predict(
         nodes,
         "layer",
@@ -223,7 +251,7 @@ def speculative(
             per_token += rpc_token_seconds(draft, LAYER_ROUND_TRIPS, call_seconds)
             per_token += _transfer(draft.get("logits_bytes", 0), draft)
         drafting = batch * per_token
-    tokens = tokens_per_pass(drafted, acceptance)
+    tokens = 1.0 + float(accepted) if accepted is not None else tokens_per_pass(drafted, acceptance)
     seconds = (drafting + compute + one["network_seconds"]) / tokens
     return {
         "seconds_per_token": seconds,

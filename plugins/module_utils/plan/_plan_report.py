@@ -116,7 +116,7 @@ DRAFT_LENGTH = {
 
 def drafted_per_pass(speculative):
     """Tokens drafted per verification pass: the longest draft the plan's types allow (their settings, else llama.cpp's
-    defaults)."""
+    defaults), what a pass verifies; what it yields follows from the acceptance (``_perf_model.tokens_per_pass``)."""
     settings = speculative.get("settings") or {}
     return max(
         int(settings.get(DRAFT_LENGTH[kind], cluster_plan.SPEC_DEFAULTS[DRAFT_LENGTH[kind]]))
@@ -347,7 +347,7 @@ def text(doc):
         lines.append(
             f"Predicted with speculative decoding ({', '.join(spec['types'])}): {fast:.1f} tokens/s against "
             f"{plain:.1f} without ({spec['speedup']:.2f} x), at an acceptance of {spec['acceptance']:.2f} assumed "
-            f"(accepted / drafted), {spec['drafted_per_pass']} tokens drafted and {spec['tokens_per_pass']:.2f} "
+            f"(per drafted token), {spec['drafted_per_pass']} tokens drafted and {spec['tokens_per_pass']:.2f} "
             "yielded per pass" + ("; the logits of every verified token counted" if spec["logits_counted"] else "")
         )
     lines.extend(f"REFUSED: {refusal}" for refusal in doc["refusals"])

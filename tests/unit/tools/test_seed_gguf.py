@@ -119,3 +119,30 @@ def test_the_command_line_prints_the_files(tmp_path):
     )
     out = json.loads(done.stdout)
     assert len(out["files"]) == 5 and out["tensor_bytes"] == SEED_TENSOR_BYTES
+
+
+def test_the_draft_is_qwen25_05b_with_llama_cpps_fallback_types(tmp_path):
+    """--draft: Qwen2.5-0.5B-Instruct Q4_K_M, one header-only file; its 896-wide rows are no whole number of 256-element
+    blocks, so Q4_K becomes Q5_0 and Q6_K (and the tied embedding, quantised as the output) Q8_0, as llama-quant.cpp's
+    tensor_type_fallback does; ffn_down's 4864-wide rows keep their k-quants."""
+    done = subprocess.run(
+        [sys.executable, str(Path(seed_gguf.__file__)), "--out", str(tmp_path), "--draft"],
+        capture_output=True,
+        check=True,
+    )
+    out = json.loads(done.stdout)
+    assert [entry["name"] for entry in out["files"]] == ["qwen2.5-0.5b-instruct-q4_k_m.gguf"]
+    assert out["files"][0]["header_bytes"] < 64 << 10 and out["tensors"] == 24 * 12 + 2
+    assert out["tensor_bytes"] == 391_859_712
+    tensors = {t["name"]: t for t in gguf_header.read_header(out["files"][0]["path"])["tensors"]}
+    kinds = {name: gguf.GGMLQuantizationType(t["type"]).name for name, t in tensors.items()}
+    embedding = "token_embd.weight"
+    assert "output.weight" not in tensors and (kinds[embedding], tensors[embedding]["dims"]) == ("Q8_0", [896, 151936])
+    assert (kinds["blk.0.attn_q.weight"], kinds["blk.0.ffn_up.weight"], kinds["blk.0.attn_v.weight"]) == (
+        "Q5_0",
+        "Q5_0",
+        "Q8_0",  # use_more_bits' Q6_K, fallen back
+    )
+    assert (kinds["blk.0.ffn_down.weight"], kinds["blk.3.ffn_down.weight"]) == ("Q6_K", "Q4_K")
+    summary = planner.summarize(gguf_header.read_model(out["files"][0]["path"]))
+    assert (summary["n_layer"], summary["n_embd"]) == (24, 896)

@@ -91,3 +91,26 @@ def test_the_json_summary_is_the_pages_table(tmp_path):
         line = f"| {row['plan']} | {row['link_mbit']:g} Mbit/s | {' | '.join(cells)} | {row['tokens_per_second']:.2f} |"
         assert line in page
     assert not (tmp_path / "page.md").exists()
+
+
+def test_speculation_on_paper_beats_the_plain_split_at_the_default_draft_and_is_in_the_json(tmp_path):
+    """The draft on node1's CPU: the planner counts it there; at k = 3 both acceptances beat the plain split, 0.7 more
+    than 0.5, and a pass yields the standard formula's tokens (1 + 0.5 + 0.25 + 0.125 at 0.5)."""
+    s = seed_paper.speculation()
+    assert any(line.startswith("draft model on node1 (CPU): ") for line in s["plan"]["table"])
+    assert s["plan"]["speculative"]["draft_device"] == "none"
+    rows = {(row["link_mbit"], row["acceptance"]): row for row in s["rows"]}
+    assert sorted(rows) == [(100, 0.5), (100, 0.7), (1000, 0.5), (1000, 0.7)]
+    for mbit in seed_paper.LINKS_MBIT:
+        low, high = rows[(mbit, 0.5)], rows[(mbit, 0.7)]
+        assert low["plain_tps"] < low["draft_max"][3]["tokens_per_second"] < high["draft_max"][3]["tokens_per_second"]
+        assert low["draft_max"][3]["tokens_per_pass"] == pytest.approx(1.875)
+    # A verification of 8 tokens computes longer than it reads (8 x 0.17 > 1): k = 7 is slower than k = 5.
+    assert rows[(100, 0.7)]["draft_max"][7]["tokens_per_second"] < rows[(100, 0.7)]["draft_max"][5]["tokens_per_second"]
+    page = seed_paper.OUT.read_text(encoding="utf-8")
+    assert "## Speculative decoding" in page and "| seed, measured | - | 0.52 | - | - | - |" in page
+    paper = seed_paper.summary_json()
+    assert paper["speculation"]["draft"] == "Qwen2.5-0.5B-Instruct Q4_K_M"
+    got = paper["speculation"]["rows"][1]
+    assert (got["link_mbit"], got["acceptance"]) == (100, 0.7)
+    assert got["draft_max_3_tokens_per_second"] == pytest.approx(rows[(100, 0.7)]["draft_max"][3]["tokens_per_second"])

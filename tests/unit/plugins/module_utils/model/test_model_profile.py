@@ -85,5 +85,15 @@ def test_profile_of_a_written_file_and_errors(tmp_path):
     assert got["weight_bytes"] == tiny_gguf.PRESETS["tiny"].tensor_bytes
     with pytest.raises(ValueError, match="no token_embd"):
         mp.profile([t for t in _table("tiny") if t["name"] != "token_embd.weight"], "headless")
-    with pytest.raises(ValueError, match="multiples of 256"):
-        mp.q4_k_m_tensors({**mp.QWEN25_32B, "n_embd": 640})
+    with pytest.raises(ValueError, match="multiples of 32"):
+        mp.q4_k_m_tensors({**mp.QWEN25_32B, "n_embd": 650})
+
+
+def test_rows_that_are_no_whole_number_of_256_blocks_take_llama_cpps_fallback_types():
+    tensors = {t["name"]: t for t in mp.q4_k_m_tensors(mp.QWEN25_05B)}
+    assert tensors["token_embd.weight"]["type"] == mp.Q8_0  # tied: the output's Q6_K, fallen back
+    assert tensors["blk.0.attn_q.weight"]["type"] == tensors["blk.5.ffn_gate.weight"]["type"] == mp.Q5_0
+    assert tensors["blk.0.attn_v.weight"]["type"] == mp.Q8_0 and tensors["blk.3.attn_v.weight"]["type"] == mp.Q5_0
+    assert tensors["blk.0.ffn_down.weight"]["type"] == mp.Q6_K  # 4864 = 19 x 256
+    # The seed's model is all multiples of 256: nothing falls back.
+    assert {t["type"] for t in mp.q4_k_m_tensors(mp.QWEN25_32B)} == {mp.F32, mp.Q4_K, mp.Q6_K}

@@ -212,13 +212,45 @@ def test_a_token_bucket_passes_a_tokens_few_kilobytes_at_the_wires_speed():
 # and whose weight reads and round trips do not.
 
 
-def test_a_pass_yields_the_targets_token_and_the_accepted_drafted_ones():
-    assert pm.tokens_per_pass(4, 0.5) == 3.0
+def test_a_pass_yields_the_targets_token_and_the_drafted_ones_up_to_the_first_refused():
+    # 4 drafted at 0.5: the first accepted half the time, the first two a quarter, ...: 0.5 + 0.25 + 0.125 + 0.0625.
+    assert pm.accepted_per_pass(4, 0.5) == pytest.approx(0.9375)
+    assert pm.tokens_per_pass(4, 0.5) == pytest.approx(1.9375)
     assert pm.tokens_per_pass(0, 0.9) == 1.0
     assert pm.tokens_per_pass(8, 1.0) == 9.0
+    assert pm.tokens_per_pass(3, 0.0) == 1.0
     for bad in ((-1, 0.5), (4, 1.5), (4, -0.1)):
         with pytest.raises(ValueError):
             pm.tokens_per_pass(*bad)
+
+
+def test_a_longer_draft_never_yields_more_than_one_over_one_minus_the_acceptance():
+    """The longest draft the settings allow is what a pass verifies, not what it yields: ngram-mod's 64 at 0.5 yields
+    2 tokens a pass (was: 1 + 0.5 x 64 = 33)."""
+    assert pm.tokens_per_pass(64, 0.5) == pytest.approx(2.0)
+    assert pm.tokens_per_pass(64, 0.7) == pytest.approx(1 / 0.3)
+    yields = [pm.tokens_per_pass(k, 0.7) for k in range(0, 20)]
+    assert yields == sorted(yields) and yields[-1] < 1 / 0.3
+
+
+def test_the_standard_formula_is_the_mean_of_the_process_it_describes():
+    """Each drafted token accepted with probability a while the ones before it were: enumerate the outcomes."""
+    k, a = 5, 0.6
+    mean = sum(n * (a**n) * ((1 - a) if n < k else 1) for n in range(k + 1))
+    assert pm.accepted_per_pass(k, a) == pytest.approx(mean)
+
+
+def test_a_measured_accepted_per_pass_replaces_the_formula():
+    nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.016} for n in "abc"]
+    measured = pm.speculative(nodes, 4, accepted=2.5, verify_fraction=0.1, **BARE)
+    assert measured["tokens_per_pass"] == 3.5
+    assert measured["seconds_per_token"] == pytest.approx((3 * 0.1 + 3 * 0.016) / 3.5)
+    # A benchmark's mean drafted tokens per pass may be fractional (an n-gram type drafts only where the text repeats).
+    assert pm.speculative(nodes, 2.5, accepted=1.0, **BARE)["tokens_per_pass"] == 2.0
+    with pytest.raises(ValueError, match="needs an acceptance rate or the accepted tokens per pass"):
+        pm.speculative(nodes, 4)
+    with pytest.raises(ValueError, match="from 0 to the drafted ones"):
+        pm.speculative(nodes, 2, accepted=3.0)
 
 
 def test_nothing_drafted_is_the_plain_prediction():
@@ -232,13 +264,15 @@ def test_nothing_drafted_is_the_plain_prediction():
 
 def test_the_round_trips_are_paid_once_per_pass_and_the_weights_read_once():
     """Three workers 16 ms away: a plain token pays 3 round trips and reads 3 GB; a pass of 4 drafted tokens at
-    acceptance 0.5 pays the same and yields 3 tokens (n-gram drafting costs nothing)."""
+    acceptance 0.8 pays the same and yields 1 + 0.8 + 0.64 + 0.512 + 0.4096 tokens (n-gram drafting costs nothing)."""
     nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.016} for n in "abc"]
-    out = pm.speculative(nodes, 4, 0.5, verify_fraction=0.1, **BARE)
+    out = pm.speculative(nodes, 4, 0.8, verify_fraction=0.1, **BARE)
     per_pass = 3 * 0.1 + 3 * 0.016  # 5 x 0.1 of a read is under one read: the batch costs one read
+    tokens = 3.3616
+    assert out["tokens_per_pass"] == pytest.approx(tokens)
     assert out["verify_seconds"] == pytest.approx(per_pass)
-    assert out["seconds_per_token"] == pytest.approx(per_pass / 3)
-    assert out["tokens_per_second"] / pm.predict(nodes, "layer", **BARE)["tokens_per_second"] == pytest.approx(3.0)
+    assert out["seconds_per_token"] == pytest.approx(per_pass / tokens)
+    assert out["tokens_per_second"] / pm.predict(nodes, "layer", **BARE)["tokens_per_second"] == pytest.approx(tokens)
 
 
 def test_the_verification_compute_grows_with_k_past_the_roofline():
@@ -264,7 +298,7 @@ def test_a_draft_model_is_charged_per_drafted_token_and_where_it_runs():
     on_worker = {**on_cpu, "rtt": 0.016, "throughput": 1e6, "logits_bytes": 1000}
     far = pm.speculative(nodes, 4, 0.5, draft=on_worker, **BARE)
     assert far["draft_seconds"] == pytest.approx(5 * (0.01 + 0.016 + 0.001))
-    assert far["seconds_per_token"] == pytest.approx((far["draft_seconds"] + far["verify_seconds"]) / 3.0)
+    assert far["seconds_per_token"] == pytest.approx((far["draft_seconds"] + far["verify_seconds"]) / 1.9375)
     with pytest.raises(ValueError, match="draft model's node has no memory bandwidth"):
         pm.speculative(nodes, 4, 0.5, draft={"bytes": 1})
 
