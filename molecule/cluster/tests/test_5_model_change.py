@@ -12,12 +12,14 @@ import sys
 import pytest
 from clusterlib import api, changed_nothing, deployed_plan, greedy, inventory_copy, inventory_vars, main_pid, playbook
 from labtest import REPO, http_command, inventory_hosts, lab
-from test_1_serving import SINGLE_PORT, single_process  # noqa: F401 - the reference fixture, shared
+from test_1_serving import SINGLE_PORT
+from test_1_serving import single_process as serving_single_process
 
 RECORD = ".llamarpc-models.json"
 FOREIGN = "operator-notes.gguf"  # in the model directory, placed by no one but the operator
 PROMPTS = ("The capital of France is", "Six small machines")
 STATE = {}
+single_process = serving_single_process  # test_1's fixture: the single process on the same files, the reference
 
 
 def tiny_set(directory, shards):
