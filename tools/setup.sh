@@ -35,9 +35,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" acct "* ]] && command -v systemctl > /dev/null; then
     systemctl disable acct.service > /dev/null 2>&1 || true
   fi
-  # Only promtool is wanted from prometheus: its server must not start at the next boot (it listens on every address).
+  # Only promtool is wanted from prometheus: its server, which the package starts, is stopped and must not start at the
+  # next boot (it listens on every address).
   if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl > /dev/null; then
-    systemctl disable prometheus.service > /dev/null 2>&1 || true
+    systemctl disable --now prometheus.service > /dev/null 2>&1 || true
   fi
 fi
 
