@@ -37,10 +37,25 @@ DEFAULTS = {
 }
 
 
+def prune_args(values):
+    """The pruner's arguments as vars/main.yml's _llama_rpc_worker_prune_args makes them from ``values``."""
+    metrics = values["llama_rpc_worker_metrics_dir"]
+    return (
+        f"{values['llama_rpc_worker_cache_dir']}/rpc {values['_llama_rpc_worker_cache_bytes']} "
+        f"--keep {values['_llama_rpc_worker_keep_file']}"
+        + (f" --metrics {metrics}/llamarpc_tensor_cache.prom" if metrics else "")
+    )
+
+
 def render(template="worker.service.j2", **overrides):
+    """The role's template with DEFAULTS and ``overrides``; the pruner's arguments follow the cache directory, the cap
+    and the metrics directory given, unless given themselves."""
     env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
     env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
-    return env.from_string((ROLE / "templates" / template).read_text()).render({**DEFAULTS, **overrides})
+    values = {**DEFAULTS, **overrides}
+    if "_llama_rpc_worker_prune_args" not in overrides:
+        values["_llama_rpc_worker_prune_args"] = prune_args(values)
+    return env.from_string((ROLE / "templates" / template).read_text()).render(values)
 
 
 def directives(text):
