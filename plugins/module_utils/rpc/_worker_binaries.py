@@ -13,11 +13,10 @@ would happen is reported and the helper that a real run replaces is not asked.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic, _managed_files
-from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build, _llama_server_check
 
 ARGUMENT_SPEC = {
     "server": {"type": "path", "required": True},
@@ -32,14 +31,8 @@ HELPER_MODE = 0o755
 
 
 def file_sha256(path):
-    """The sha256 of the regular file ``path``, or None when there is none."""
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The sha256 of the regular file ``path`` (llama_cpp's ``sha256_file``), or None when there is none."""
+    return _llama_build.sha256_file(path) if os.path.isfile(path) else None
 
 
 def proof_failure(helper, rc, out, err):
