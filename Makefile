@@ -75,7 +75,8 @@ bench-down:
 # Each step timed (tools/steps.sh); the integration tests run in a lane beside the molecule scenarios, after the
 # worker scenario has built llama.cpp (once, cached), which they use.
 test:
-	@STEPS_CPU_ACCOUNT=tests/output/cpu/pacct tools/steps.sh setup molecule-lanes
+	@STEPS_CPU_ACCOUNT=tests/output/cpu/pacct STEPS_FAILURES=tests/output/molecule/failures.txt tools/steps.sh setup \
+		molecule-lanes
 
 setup:
 	@tools/setup.sh

@@ -25,6 +25,7 @@ molecule=${MOLECULE:-.venv/bin/molecule}
 molecule() { LLAMARPC_REQUIRE_LLAMA=1 "$molecule" "$@"; }
 logs=${MOLECULE_LANES_LOGS:-tests/output/molecule}
 mkdir -p "$logs"
+rm -f "$logs/failures.txt"
 
 step_clock() {  # scenario start : pass molecule's output through, and time each step it starts ("=== ... step")
   awk -v scenario="$1" -v start="$2" '
@@ -88,7 +89,7 @@ start_lanes() {  # log-prefix first-index nice lane... : start every lane in the
   done
 }
 
-failed=0
+failed=0 failed_tags=()
 wait_lane() {  # index : wait for that lane and report it; 1 if it failed
   local index=$1
   if wait "${pids[$index]}"; then
@@ -96,7 +97,7 @@ wait_lane() {  # index : wait for that lane and report it; 1 if it failed
     # Step lines, and pytest's summary lines (molecule's verify, the integration tests).
     grep -E '^=== |=+ .*[0-9]+ (passed|failed|error).* in [0-9.]+s' "$logs/${tags[$index]}.log"
   else
-    failed=1
+    failed=1 failed_tags+=("${tags[$index]}")
     echo "=== lane ${tags[$index]} FAILED: ${names[$index]}; its log:"
     cat "$logs/${tags[$index]}.log"
     return 1
@@ -146,5 +147,18 @@ fi
 for ((index = 0; index < ${#pids[@]}; index++)); do
   [[ " ${reported[*]} " == *" $index "* ]] || wait_lane "$index"
 done
-[ "$failed" = 0 ] || exit 1
+if [ "$failed" = 1 ]; then
+  # The failures in a few lines at the end, where a reader of a long CI log looks first (each failed lane's log was
+  # printed whole above): pytest's summary lines with their first assertion lines, Ansible's failed tasks, the items
+  # that failed and the lab evidence their cleanup left. tools/steps.sh prints the file again as the run's last words.
+  for tag in "${failed_tags[@]}"; do
+    echo "--- $tag ($logs/$tag.log)"
+    sed 's/\x1b\[[0-9;]*m//g' "$logs/$tag.log" | grep -E \
+      '^(FAILED|ERROR) [^-]|^E  +[^ ]|fatal: \[|FAILED! =>|^=== .*(FAILED|lab evidence)|^=+ .*(failed|error).* in [0-9.]+s' |
+      awk '/^E  / && ++asserted > 12 { next } { print substr($0, 1, 400) }' | head -n 60
+  done > "$logs/failures.txt"
+  echo "=== what failed (also in $logs/failures.txt):"
+  cat "$logs/failures.txt"
+  exit 1
+fi
 echo "=== phase 2 took $(( $(date +%s) - phase )) s"

@@ -7,15 +7,25 @@ total=$(date +%s)
 # (tools/cpu_account.sh): the machine has two cores, so CPU, not waiting, is what `make test`'s budget is made of.
 account=${STEPS_CPU_ACCOUNT:-}
 cpu_seconds() { tools/cpu_account.sh report "$account" 0 | awk '/CPU seconds/ {print $4}'; }
-if [ -n "$account" ]; then
+# STEPS_FAILURES=FILE: a digest of what failed, which a step writes (tools/molecule_lanes.sh), printed again as the
+# run's last lines when it fails: a CI log is read from its end.
+failures=${STEPS_FAILURES:-}
+[ -z "$failures" ] || rm -f "$failures"
+finish() {
   # Only accounting this run started is reported and turned off (not the system's own, if it keeps one).
-  trap '[ -s "$account" ] && { tools/cpu_account.sh report "$account" 15; tools/cpu_account.sh stop; }' EXIT
-fi
+  if [ -n "$account" ] && [ -s "$account" ]; then tools/cpu_account.sh report "$account" 15; tools/cpu_account.sh stop; fi
+  if [ -n "${failed_step:-}" ]; then
+    if [ -n "$failures" ] && [ -s "$failures" ]; then echo "=== what failed in step $failed_step:"; cat "$failures"; fi
+    echo "=== step $failed_step FAILED"
+  fi
+}
+trap finish EXIT
 for step in "$@"; do
   start=$(date +%s)
   echo "=== step $step"
   if ! make --no-print-directory "$step"; then
     echo "=== step $step FAILED after $(( $(date +%s) - start )) s"
+    failed_step=$step
     exit 1
   fi
   echo "=== step $step took $(( $(date +%s) - start )) s"

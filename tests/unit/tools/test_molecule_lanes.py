@@ -78,3 +78,43 @@ def test_a_lane_runs_every_item_after_a_failure_and_names_the_failed_ones(tmp_pa
     assert calls.index("two test") < calls.index("three verify") < calls.index("four test"), calls
     assert "=== two FAILED after" in done.stdout and "=== four passed in" in done.stdout
     assert "=== lane items FAILED: two (of 3)" in done.stdout
+
+
+#: A stand-in whose failing call prints what molecule's verifier prints for a failed test, amid a long log.
+FAKE_VERIFY = """#!/bin/sh
+echo "$2: Executing"
+echo "$3 $1" >> "$CALLS"
+[ "$3 $1" != "$FAIL" ] && exit 0
+seq 1 500 | sed 's/^/noise /'
+echo "FAILED - RETRYING: [node1]: a task that waited (9 retries left)."
+echo "E       AssertionError: node2 runs build abc, not one of ['def']"
+echo "FAILED tests/test_controller_user.py::test_the_build - AssertionError: node2 runs build abc"
+echo "==================== 1 failed, 5 passed in 12.34s ===================="
+seq 1 500 | sed 's/^/noise /'
+exit 1
+"""
+
+
+def test_the_failed_tests_are_the_runs_last_words(tmp_path):
+    """A failed lane's log is printed whole, then the failures alone at the end, where a reader of a CI log that shows
+    only its tail looks: the failed test with its assertion, not the retries of a task that passed."""
+    (tmp_path / "molecule").write_text(FAKE_VERIFY)
+    (tmp_path / "molecule").chmod(0o755)
+    (tmp_path / "calls").touch()
+    env = dict(
+        os.environ,
+        MOLECULE=str(tmp_path / "molecule"),
+        CALLS=str(tmp_path / "calls"),
+        FAIL="user verify",
+        MOLECULE_LANES_LOGS=str(tmp_path / "logs"),
+    )
+    args = ["--first", "one:create", "--then", "two:verify", "user:verify other:verify"]
+    done = subprocess.run(["bash", str(LANES), *args], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stdout
+    digest = (tmp_path / "logs" / "failures.txt").read_text().splitlines()
+    tail = done.stdout.splitlines()[-len(digest) - 1 :]
+    assert tail[0].startswith("=== what failed") and tail[1:] == digest, tail
+    assert "FAILED tests/test_controller_user.py::test_the_build - AssertionError: node2 runs build abc" in tail, tail
+    assert "E       AssertionError: node2 runs build abc, not one of ['def']" in tail, tail
+    assert "=== user:verify FAILED" in " ".join(tail) and not [line for line in tail if "noise" in line], tail
+    assert not [line for line in tail if "RETRYING" in line], tail
