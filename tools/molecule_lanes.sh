@@ -25,7 +25,10 @@ molecule=${MOLECULE:-.venv/bin/molecule}
 molecule() { LLAMARPC_REQUIRE_LLAMA=1 "$molecule" "$@"; }
 logs=${MOLECULE_LANES_LOGS:-tests/output/molecule}
 mkdir -p "$logs"
-rm -f "$logs/failures.txt"
+rm -f "$logs/failures.txt" "$logs/failed-tests.txt"
+# Every failed test of a scenario's verify, a line each (molecule/conftest.py), in the digest at the end.
+LLAMARPC_FAILED_TESTS=$(realpath -m "$logs/failed-tests.txt")
+export LLAMARPC_FAILED_TESTS
 
 step_clock() {  # scenario start : pass molecule's output through, and time each step it starts ("=== ... step")
   awk -v scenario="$1" -v start="$2" '
@@ -151,12 +154,16 @@ if [ "$failed" = 1 ]; then
   # The failures in a few lines at the end, where a reader of a long CI log looks first (each failed lane's log was
   # printed whole above): pytest's summary lines with their first assertion lines, Ansible's failed tasks, the items
   # that failed and the lab evidence their cleanup left. tools/steps.sh prints the file again as the run's last words.
-  for tag in "${failed_tags[@]}"; do
-    echo "--- $tag ($logs/$tag.log)"
-    sed 's/\x1b\[[0-9;]*m//g' "$logs/$tag.log" | grep -E \
-      '^(FAILED|ERROR) [^-]|^E  +[^ ]|fatal: \[|FAILED! =>|^=== .*(FAILED|lab evidence)|^=+ .*(failed|error).* in [0-9.]+s' |
-      awk '/^E  / && ++asserted > 12 { next } { print substr($0, 1, 400) }' | head -n 60
-  done > "$logs/failures.txt"
+  {
+    [ ! -s "$LLAMARPC_FAILED_TESTS" ] || { echo "--- failed tests of the scenarios' verify"; cat "$LLAMARPC_FAILED_TESTS"; }
+    for tag in "${failed_tags[@]}"; do
+      echo "--- $tag ($logs/$tag.log)"
+      # Molecule boxes its steps' output ("  │ " before each line).
+      sed -E 's/\x1b\[[0-9;]*m//g; s/^ *│ ?//' "$logs/$tag.log" | grep -E \
+        '^(FAILED|ERROR) [^-]|^E  +[^ ]|fatal: \[|FAILED! =>|^=== .*(FAILED|lab evidence)|^=+ .*(failed|error).* in [0-9.]+s' |
+        awk '/^E  / && ++asserted > 12 { next } { print substr($0, 1, 400) }' | head -n 60
+    done
+  } > "$logs/failures.txt"
   echo "=== what failed (also in $logs/failures.txt):"
   cat "$logs/failures.txt"
   exit 1

@@ -5,9 +5,11 @@ first ones passed, and a first lane that left a lab up for them has it removed w
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -80,16 +82,21 @@ def test_a_lane_runs_every_item_after_a_failure_and_names_the_failed_ones(tmp_pa
     assert "=== lane items FAILED: two (of 3)" in done.stdout
 
 
-#: A stand-in whose failing call prints what molecule's verifier prints for a failed test, amid a long log.
+#: A stand-in whose failing call prints what molecule's verifier prints for a failed test (boxed, wrapped at the
+#: terminal's width) amid a long log, and records the test as molecule/conftest.py does.
 FAKE_VERIFY = """#!/bin/sh
 echo "$2: Executing"
 echo "$3 $1" >> "$CALLS"
 [ "$3 $1" != "$FAIL" ] && exit 0
 seq 1 500 | sed 's/^/noise /'
 echo "FAILED - RETRYING: [node1]: a task that waited (9 retries left)."
-echo "E       AssertionError: node2 runs build abc, not one of ['def']"
-echo "FAILED tests/test_controller_user.py::test_the_build - AssertionError: node2 runs build abc"
-echo "==================== 1 failed, 5 passed in 12.34s ===================="
+echo "  │ E       AssertionError: node2 runs build abc, not one of ['def']"
+echo "  │ FAILED"
+echo "  │   tests/test_controller_user.py::test_the_build - AssertionError: node2"
+echo "  │ ==================== 1 failed, 5 passed in 12.34s ===================="
+# molecule/conftest.py's line for the failed test
+echo "user tests/test_controller_user.py::test_the_build (call): AssertionError: node2 runs build abc" \
+  >> "$LLAMARPC_FAILED_TESTS"
 seq 1 500 | sed 's/^/noise /'
 exit 1
 """
@@ -114,7 +121,28 @@ def test_the_failed_tests_are_the_runs_last_words(tmp_path):
     digest = (tmp_path / "logs" / "failures.txt").read_text().splitlines()
     tail = done.stdout.splitlines()[-len(digest) - 1 :]
     assert tail[0].startswith("=== what failed") and tail[1:] == digest, tail
-    assert "FAILED tests/test_controller_user.py::test_the_build - AssertionError: node2 runs build abc" in tail, tail
+    test = "user tests/test_controller_user.py::test_the_build (call): AssertionError: node2 runs build abc"
+    assert test in tail, tail
     assert "E       AssertionError: node2 runs build abc, not one of ['def']" in tail, tail
     assert "=== user:verify FAILED" in " ".join(tail) and not [line for line in tail if "noise" in line], tail
     assert not [line for line in tail if "RETRYING" in line], tail
+
+
+def test_a_failed_verify_test_is_recorded_on_one_line(tmp_path, monkeypatch):
+    """molecule/conftest.py's record of a failed test: the scenario, the test and its assertion, one line each, however
+    long or multi-line the assertion's message."""
+    spec = importlib.util.spec_from_file_location("molecule_conftest", LANES.parents[1] / "molecule" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    record = tmp_path / "failed-tests.txt"
+    monkeypatch.setenv("LLAMARPC_FAILED_TESTS", str(record))
+    monkeypatch.setenv("MOLECULE_SCENARIO_NAME", "controller_user")
+    crash = SimpleNamespace(message="AssertionError: {'node1': ['g++']}\n assert {'node1': ['g++']} == " + "x" * 900)
+    report = SimpleNamespace(longrepr=SimpleNamespace(reprcrash=crash), when="call")
+    conftest.record_failure("tests/test_a.py::test_one", report)
+    conftest.record_failure("tests/test_a.py::test_two", SimpleNamespace(longrepr="setup broke\nhere", when="setup"))
+    lines = record.read_text().splitlines()
+    assert lines[0].startswith("controller_user tests/test_a.py::test_one (call): AssertionError: {'node1': ['g++']} ")
+    assert len(lines[0]) < 500
+    assert lines[1] == "controller_user tests/test_a.py::test_two (setup): setup broke here"
+    assert len(lines) == 2
