@@ -41,7 +41,7 @@ step_clock() {  # scenario start : pass molecule's output through, and time each
 }
 
 run_item() {  # item start : one lane item (see the header)
-  local item=$1 start=$2 scenario step steps index
+  local item=$1 start=$2 scenario step steps index step_start
   if [[ $item == make:* ]]; then
     echo "=== make ${item#make:}"
     make --no-print-directory "${item#make:}"
@@ -51,6 +51,7 @@ run_item() {  # item start : one lane item (see the header)
     echo "=== molecule scenario $scenario, steps ${steps[*]}"
     for index in "${!steps[@]}"; do
       step=${steps[$index]}
+      step_start=$(date +%s)
       if ! PYTHONUNBUFFERED=1 molecule "$step" -s "$scenario" 2>&1 | step_clock "$scenario" "$start"; then
         # As `molecule test` does: a failed step leaves the lab's evidence (the cleanup playbook) and still removes the
         # lab when a destroy step was to follow.
@@ -58,6 +59,8 @@ run_item() {  # item start : one lane item (see the header)
         if [[ " ${steps[*]:index+1} " == *" destroy "* ]]; then "$molecule" destroy -s "$scenario" > /dev/null 2>&1; fi
         return 1
       fi
+      # Measured around the call: molecule's own "Executing" line of a verify step can reach the log only at its end.
+      echo "=== $scenario step $step took $(( $(date +%s) - step_start )) s"
     done
   else
     echo "=== molecule scenario $item"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,6 +47,8 @@ def test_the_later_lanes_go_on_with_the_labs_the_first_lanes_prepared(tmp_path):
     assert done.returncode == 0, done.stdout
     assert calls.index("two create") < calls.index("two verify") < last(calls, "two destroy")
     assert "removing the lab" not in done.stdout
+    # Each step of a NAME:STEP item timed around its call (the passing lane's lines).
+    assert re.search(r"^=== two step verify took \d+ s$", done.stdout, re.MULTILINE), done.stdout
 
 
 def test_a_failed_first_lane_removes_the_labs_left_up_for_the_later_lanes(tmp_path):
