@@ -198,7 +198,8 @@ def run_served(module):
     """gguf_model_served: ``module.params["model"]`` recorded as the model served now, in one locked write."""
     params = module.params
     model_dir = params["model_dir"]
-    if not os.path.isabs(model_dir) or not os.path.isdir(model_dir):
+    # In check mode on a fresh host the placement that would create the directory created nothing: an empty record.
+    if not os.path.isabs(model_dir) or not (os.path.isdir(model_dir) or module.check_mode):
         module.fail_json(msg=f"model_dir must be an existing absolute directory, got {model_dir!r}")
     lock = None if module.check_mode else _shard_fetch.lock_dir(model_dir)
     try:

@@ -108,3 +108,16 @@ def test_served_in_check_mode_and_diff(run_module, models):
     assert rec.served_ids(rec.read(str(model_dir))) == [found["a"]["id"]]
     missing = run_module(gguf_model_served, {**args, "model_dir": str(model_dir / "nope")})
     assert missing.failed and "existing absolute directory" in missing.result["msg"]
+
+
+def test_served_in_check_mode_on_a_fresh_host(run_module, tmp_path):
+    """site.yml --check on a fresh host: the placement created no model directory, so the record would be a new one
+    (changed, the model alone served) and nothing is created."""
+    model_dir = tmp_path / "models" / "model"
+    args = {"model_dir": str(model_dir), "model": "m1", "source": {"files": ["/m1"]}, "keep_previous": 1}
+    checked = run_module(gguf_model_served, args, check_mode=True)
+    assert not checked.failed, checked.result
+    assert checked.result["changed"] and checked.result["keep"] == ["m1"] and checked.result["previous"] is None
+    assert not (tmp_path / "models").exists()
+    relative = run_module(gguf_model_served, {**args, "model_dir": "models/model"}, check_mode=True)
+    assert relative.failed and "existing absolute directory" in relative.result["msg"]
