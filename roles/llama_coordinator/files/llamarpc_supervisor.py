@@ -301,7 +301,8 @@ def last_load(recorded, start, loaded, monotonic, kind_of=None):
     its seconds at the first check that finds it serving - at most one check interval late. A start that came before
     the previous check and was never seen loading (the supervisor was not watching) keeps the last measured load.
     ``kind_of(start_wall, previous_start_wall)`` gives a new start's kind (``load_kind``), decided when the start is
-    first seen and kept with the load once it is measured."""
+    first seen and kept with the load once it is measured; without a previous start in the state, the boot counts as
+    one (a seeding before it was followed by loads the state forgot)."""
     load = dict(recorded.get("load") or {})
     previous_check = load.get("checked")
     load["checked"] = monotonic
@@ -310,7 +311,9 @@ def last_load(recorded, start, loaded, monotonic, kind_of=None):
     if load.get("start") != start:
         watched = previous_check is not None and start / 1e6 >= previous_check
         start_wall = time.time() - max(0.0, monotonic - start / 1e6)
-        upcoming = kind_of(start_wall, load.get("start_wall")) if kind_of else None
+        # The previous start; none known (a new state, after a reboot): the boot, the monotonic clock's zero.
+        previous = load.get("start_wall", time.time() - monotonic)
+        upcoming = kind_of(start_wall, previous) if kind_of else None
         load.update(start=start, start_wall=start_wall, loading=watched or not loaded, upcoming_kind=upcoming)
     if loaded and load.get("loading"):
         load.update(loading=False, seconds=round(max(0.0, monotonic - start / 1e6), 1), finished_at=time.time())

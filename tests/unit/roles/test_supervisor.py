@@ -635,3 +635,13 @@ def test_the_load_kind_is_decided_from_the_plan_in_force_and_the_seeding():
     assert supervisor.load_kind(plan, None, 150.0, None) == "cold"
     assert supervisor.load_kind(plan, dict(seeding, tensor_split="bad"), 150.0, None) == "cold"
     assert supervisor.load_kind({"rpc": "", "tensor_split": ""}, seeding, 150.0, None) == "local"
+
+
+def test_a_seeding_before_the_boot_makes_the_first_load_warm_not_seeded(world, tmp_path):
+    """No previous start in the state (a reboot emptied /run): the boot (the monotonic clock's zero) counts as one."""
+    boot = world["now"] - supervisor.time.monotonic()  # wall time at the monotonic clock's zero
+    seeding_record(tmp_path, finished_at=boot - 10)
+    assert load_kinds(world, tmp_path, tmp_path / "m.prom") == ["warm"]
+    world["state_file"].unlink()
+    seeding_record(tmp_path, finished_at=boot + 10)
+    assert load_kinds(world, tmp_path, tmp_path / "m.prom") == ["seeded"]
