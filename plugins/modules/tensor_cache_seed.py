@@ -125,6 +125,13 @@ options:
         O(peers) or O(urls), or recorded with that sha256 in O(keep_file) (a sixth field). Only those go into the
         tensor hashes file llama-server takes (M(llamarpc.cluster.tensor_cache_hashes)).
     type: dict
+  metrics_file:
+    description:
+      - A C(.prom) file in node exporter's textfile directory that gets this seeding's record - the bytes and cache
+        files it wrote by source (C(local), C(peer), C(url)), the plan's tensors by state (C(present), C(written),
+        C(unavailable)) and when it ended. Replaced whole (temporary file and rename) after each seeding, not in check
+        mode; writing it is no change of the host. Omitted - no metrics. Requires O(cache_dir).
+    type: path
 seealso:
   - module: llamarpc.cluster.llama_cluster_plan
 """
@@ -154,6 +161,7 @@ EXAMPLES = r"""
     cache_dir: /var/cache/llamarpc-rpc/rpc
     keep_file: /var/cache/llamarpc-rpc/seeded-tensors
     hasher: /usr/local/lib/llamarpc/llamarpc-fnv1a
+    metrics_file: /var/lib/llamarpc/metrics/llamarpc_tensor_cache_seed.prom
 
 - name: Seed the worker's tensor cache for the plan
   llamarpc.cluster.tensor_cache_seed:
@@ -231,10 +239,14 @@ bytes_peer:
 summary:
   description: The seeding's outcome without the per-tensor list - RV(written), RV(present), RV(unavailable),
     RV(fetched), RV(bytes_written), RV(bytes_fetched), RV(bytes_peer), RV(shards_local), RV(shards_peer),
-    RV(shards_fetched) and RV(msg) - for a caller
+    RV(shards_fetched), RV(finished_at) and RV(msg) - for a caller
     that gathers it per worker (the C(llama_coordinator) role's fact C(llama_coordinator_seeded)).
   returned: when O(cache_dir) is given
   type: dict
+finished_at:
+  description: When the seeding ended (Unix time; in check mode, when the check ended).
+  returned: when O(cache_dir) is given
+  type: float
 keep_file_changed:
   description: Whether O(keep_file)'s text changed (in check mode, would change - always when a tensor is to be
     fetched, its hash unknown until then); false without O(keep_file).

@@ -117,6 +117,29 @@ def test_a_stopped_worker_shows_down_and_its_alert_fires():
     assert wait_for(lambda: query("llamarpc_server_load_seconds"), interval=2), supervisor()
 
 
+def test_each_workers_seeding_and_the_last_loads_kind_are_in_prometheus():
+    """The converge seeded every planned worker's tensor cache before the first load: each worker's seeding is in its
+    textfile (bytes and files by source, tensors by state, when), as the coordinator's seeded.json has it. The tiny
+    model has no tensor over 10 MiB: nothing to seed, so the seeding is no reason for a fast load and the loads the
+    supervisor measured (the first, and those around node5's stop) are cold."""
+    seeded = json.loads(lab("node1").check_output("cat /etc/llamarpc/coordinator/seeded.json"))
+    assert sorted(seeded["workers"]) == sorted(inventory_hosts()), seeded  # strategy all: every host a worker
+    for host, summary in sorted(seeded["workers"].items()):
+        selector = f'{{host="{host}"}}'
+        sources = wait_for(lambda s=selector: query(f"llamarpc_tensor_cache_seeded_bytes{s}"), interval=2)
+        assert sorted(labels["source"] for labels, _value in sources) == ["local", "peer", "url"], sources
+        assert sum(value for _labels, value in sources) == summary["bytes_written"], (host, sources, summary)
+        states = {labels["state"]: value for labels, value in query(f"llamarpc_tensor_cache_seed_tensors{selector}")}
+        assert (states["present"], states["unavailable"]) == (summary["present"], summary["unavailable"]), states
+        when = query(f"llamarpc_tensor_cache_seed_timestamp_seconds{selector}")
+        assert when and abs(when[0][1] - summary["finished_at"]) < 0.01, (when, summary)
+    cached = sum(summary["written"] + summary["present"] for summary in seeded["workers"].values())
+    assert cached == 0, seeded  # the scenario's tiny model; a bigger one would make the first load seeded
+    kinds = wait_for(lambda: query("llamarpc_server_load_info == 1"), interval=2)
+    assert [labels["kind"] for labels, _value in kinds] == ["cold"], (kinds, supervisor())
+    assert query("llamarpc_server_load_seconds"), supervisor()
+
+
 def test_every_dashboard_panel_has_data():
     """Each panel's queries, sent to the real Prometheus: a query that returns nothing fails (rate() needs two
     samples in its window, so the first minutes may pass before each has data)."""

@@ -46,10 +46,12 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic
+from ansible_collections.llamarpc.cluster.plugins.module_utils.metrics import _seed_metrics
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model._gguf_header import (
     merge_headers,
     read_header,
@@ -90,6 +92,7 @@ SUMMARY_KEYS = (
     "shards_fetched",
     "shards_peer",
     "bytes_peer",
+    "finished_at",
     "msg",
 )
 #: What a peer (an item of the ``peers`` option) names: the SFTP export's host and user, the shard's path in it, and
@@ -622,6 +625,7 @@ ARGUMENT_SPEC = {
     "url_headers": {"type": "dict", "no_log": True},
     "peers": {"type": "dict"},
     "shards": {"type": "dict"},
+    "metrics_file": {"type": "path"},
 }
 MODULE_RULES = {
     "required_one_of": [["model", "tensors"]],
@@ -631,6 +635,7 @@ MODULE_RULES = {
         "keep_file": ["cache_dir"],
         "urls": ["cache_dir"],
         "peers": ["cache_dir"],
+        "metrics_file": ["cache_dir"],
     },
 }
 
@@ -752,6 +757,15 @@ def _seed_all(module, params, hasher, keep_before):
     return entries, rows, fetched, missing, stale, refused, received
 
 
+def _write_metrics(module, path, rows, now):
+    """The seeding's record into O(metrics_file) (node exporter's textfile collector); a failure is a warning, never
+    the seeding's: the cache is seeded either way."""
+    try:
+        _seed_metrics.write(path, rows, now)
+    except (OSError, ValueError) as exc:
+        module.warn(f"seeding metrics not written to {path}: {exc}")
+
+
 def run_module(module):
     """The module ``tensor_cache_seed``: its result dict (fails through ``module.fail_json``)."""
     params = module.params
@@ -802,6 +816,9 @@ def run_module(module):
             f"{len(counts['shards_peer'])} shard(s) over SFTP from a peer, {len(counts['shards_fetched'])} by Range), "
             f"{len(unavailable)} unavailable (llama-server sends those)"
         )
+    result["finished_at"] = time.time()
+    if params["metrics_file"] and not module.check_mode:
+        _write_metrics(module, params["metrics_file"], result["tensors"], result["finished_at"])
     result["summary"] = {key: result[key] for key in SUMMARY_KEYS}
     if module._diff:
         result["diff"] = _diff(params, seeded, stale, keep_before, keep_after)

@@ -26,7 +26,9 @@ Files: the deployed plan (``plan.json``, written by the role), the runtime overr
 /run, so a reboot returns to the deployed plan) and the state (JSON under /run), read by the status playbook. Both
 are written whole by the collection's ``_atomic.py``, copied beside this file like the protocol and the planner.
 With ``--metrics FILE`` each check also writes what it found for node exporter's textfile collector (the collection's
-``_textfile.py``, copied beside this file too): each worker's state and protocol, the plan in force, the re-plans.
+``_textfile.py``, copied beside this file too): each worker's state and protocol, the plan in force, the re-plans,
+and the last load's seconds and kind - ``local``, ``seeded``, ``warm`` or ``cold`` (``load_kind``), read from the plan
+in force and the role's record of the workers' last tensor cache seeding (``seeded.json`` beside plan.json).
 """
 
 from __future__ import annotations
@@ -249,11 +251,58 @@ def started_at(service):
         return None
 
 
-def last_load(recorded, start, loaded, monotonic):
-    """The last load, as the state keeps it (``start``, ``loading``, ``seconds``, ``finished_at``, ``checked``): a start
-    that a check saw loading (/health not 200 yet), or that came after the previous check, gets its seconds at the
-    first check that finds it serving - at most one check interval late. A start that came before the previous check
-    and was never seen loading (the supervisor was not watching) keeps the last measured load."""
+def seeding_path(args):
+    """The record of the workers' last tensor cache seeding (``seeded.json``, written by the role beside plan.json)."""
+    return args.seeding or os.path.join(os.path.dirname(args.plan), "seeded.json")
+
+
+def split_of(value):
+    """A plan's ``tensor_split`` (``"3,3,3"`` or a list) as numbers, to compare two plans' splits."""
+    items = value.split(",") if isinstance(value, str) else value or ()
+    try:
+        return [float(item) for item in items if str(item).strip()]
+    except ValueError:
+        return None
+
+
+def load_kind(plan, seeding, start_wall, previous_start_wall):
+    """What a load that started at ``start_wall`` (Unix time) on ``plan`` (the plan in force: ``rpc``,
+    ``tensor_split``) could take from the workers' tensor caches, from ``seeding`` (the role's record of the last
+    seeding: its plan's ``rpc`` and ``tensor_split``, and per worker host tensor_cache_seed's summary - ``written``,
+    ``present``, ``finished_at``):
+
+    - ``local``: no RPC worker in the plan (fit first), nothing to send;
+    - ``seeded``: the last seeding was for this plan, put or found at least one of its tensors in a worker's cache, and
+      ended before this start and after the previous start: the first load since that seeding;
+    - ``warm``: that seeding's tensors are in the caches, but an earlier load came since;
+    - ``cold``: no tensor of this plan is known to be cached - no seeding for it (a re-plan, seeding off, a cache
+      off), or one that cached none (no tensor over 10 MiB, none available).
+    """
+    if not endpoints_of((plan or {}).get("rpc")):
+        return "local"
+    seeding = seeding or {}
+    if endpoints_of(seeding.get("rpc")) != endpoints_of(plan.get("rpc")):
+        return "cold"
+    seeded_split = split_of(seeding.get("tensor_split"))
+    if not seeded_split or seeded_split != split_of(plan.get("tensor_split")):
+        return "cold"
+    workers = [item for item in (seeding.get("workers") or {}).values() if isinstance(item, dict)]
+    if not sum(int(item.get("written") or 0) + int(item.get("present") or 0) for item in workers):
+        return "cold"
+    ended = max(float(item.get("finished_at") or 0) for item in workers)
+    if ended <= start_wall and (previous_start_wall is None or ended > previous_start_wall):
+        return "seeded"
+    return "warm"
+
+
+def last_load(recorded, start, loaded, monotonic, kind_of=None):
+    """The last load, as the state keeps it (``start``, ``loading``, ``seconds``, ``finished_at``, ``kind``,
+    ``checked``): a start that a check saw loading (/health not 200 yet), or that came after the previous check, gets
+    its seconds at the first check that finds it serving - at most one check interval late. A start that came before
+    the previous check and was never seen loading (the supervisor was not watching) keeps the last measured load.
+    ``kind_of(start_wall, previous_start_wall)`` gives a new start's kind (``load_kind``), decided when the start is
+    first seen and kept with the load once it is measured; without a previous start in the state, the boot counts as
+    one (a seeding before it was followed by loads the state forgot)."""
     load = dict(recorded.get("load") or {})
     previous_check = load.get("checked")
     load["checked"] = monotonic
@@ -261,9 +310,14 @@ def last_load(recorded, start, loaded, monotonic):
         return load
     if load.get("start") != start:
         watched = previous_check is not None and start / 1e6 >= previous_check
-        load.update(start=start, loading=watched or not loaded)
+        start_wall = time.time() - max(0.0, monotonic - start / 1e6)
+        # The previous start; none known (a new state, after a reboot): the boot, the monotonic clock's zero.
+        previous = load.get("start_wall", time.time() - monotonic)
+        upcoming = kind_of(start_wall, previous) if kind_of else None
+        load.update(start=start, start_wall=start_wall, loading=watched or not loaded, upcoming_kind=upcoming)
     if loaded and load.get("loading"):
         load.update(loading=False, seconds=round(max(0.0, monotonic - start / 1e6), 1), finished_at=time.time())
+        load["kind"] = load.get("upcoming_kind")
     return load
 
 
@@ -363,7 +417,9 @@ def check_local(args, config, now):
     recorded = read_json(args.state, {}) or {}
     record = bare_record(now, "local", "local plan: no RPC worker to watch, nothing to re-plan", replans)
     record["serving"] = listening(config["url"]) == 200
-    record["load"] = last_load(recorded, started_at(config["service"]), record["serving"], time.monotonic())
+    record["load"] = last_load(
+        recorded, started_at(config["service"]), record["serving"], time.monotonic(), lambda *_: "local"
+    )
     write_state(args, record, config["plan"])
     return 0
 
@@ -439,6 +495,13 @@ def metric_families(record, plan):
             [({}, load["seconds"])] if load.get("seconds") is not None else [],
         ),
         family(
+            "llamarpc_server_load_info",
+            "gauge",
+            "The kind of llama-server's last measured load (value 1): local (no RPC worker), seeded (the first load "
+            "after a seeding of its plan), warm (the seeded tensors cached, a load since), cold (none known cached).",
+            [({"kind": load["kind"]}, 1)] if load.get("seconds") is not None and load.get("kind") else [],
+        ),
+        family(
             "llamarpc_server_load_finished_timestamp_seconds",
             "gauge",
             "When llama-server's last measured load ended (Unix time).",
@@ -495,7 +558,14 @@ def cmd_check(args):
         return check_local(args, config, now)
     recorded = read_json(args.state, {"down_since": {}})
     seen = observe(config, args, recorded, now)
-    seen["load"] = last_load(recorded, started_at(config["service"]), seen["loaded"], time.monotonic())
+    seeding = read_json(seeding_path(args), None)
+    seen["load"] = last_load(
+        recorded,
+        started_at(config["service"]),
+        seen["loaded"],
+        time.monotonic(),
+        lambda start_wall, previous: load_kind(seen["in_force"], seeding, start_wall, previous),
+    )
     names, states, down_since = seen["names"], seen["states"], seen["down_since"]
     override, current, connected = seen["override"], seen["current"], seen["connected"]
     long_down = sorted(
@@ -597,6 +667,7 @@ def main(argv=None):
     parser.add_argument("--plan-in-force", default="/run/llamarpc/coordinator/plan-in-force.json")
     parser.add_argument("--state", default="/run/llamarpc/coordinator/supervisor.json")
     parser.add_argument("--probe-timeout", type=float, default=2.0)
+    parser.add_argument("--seeding", help="the role's record of the last seeding (default: seeded.json beside --plan)")
     parser.add_argument("--metrics", help="node exporter textfile (*.prom) that each check writes (none: no metrics)")
     commands = parser.add_subparsers(dest="command", required=True)
     wait = commands.add_parser("wait")

@@ -571,3 +571,77 @@ def test_a_load_the_supervisor_watched_gets_its_seconds(world, tmp_path):
     world["now"] += 200
     assert supervisor.main([*paths, "check"]) == 0
     assert "llamarpc_server_load_seconds" not in supervisor.textfile.parse(metrics.read_text())
+
+
+def seeding_record(tmp_path, finished_at, written=2, present=0, rpc=None, tensor_split="3,3,3"):
+    """The role's seeded.json beside plan.json: the plan it seeded and each worker's summary (tensor_cache_seed)."""
+    rpc = ",".join(f"10.0.0.{i}:50052" for i in (1, 2, 3)) if rpc is None else rpc
+    summary = {"written": written, "present": present, "unavailable": 0, "finished_at": finished_at}
+    record = {"rpc": rpc, "tensor_split": tensor_split, "workers": {f"n{i}": dict(summary) for i in (1, 2, 3)}}
+    (tmp_path / "seeded.json").write_text(json.dumps(record))
+
+
+def load_kinds(world, tmp_path, metrics):
+    """One load watched from its start (503) to /health 200; the kind the metrics give it, or None."""
+    paths = ["--plan", str(tmp_path / "plan.json"), "--override", str(world["override"])]
+    paths += ["--plan-in-force", str(tmp_path / "p.json"), "--state", str(world["state_file"])]
+    paths += ["--metrics", str(metrics)]
+    world["now"] += 100
+    world["started"] = int((world["now"] - 500.0 - 2.0) * 1e6)  # started 2 s before this check
+    world["serving"] = 503
+    assert supervisor.main([*paths, "check"]) == 0
+    world["now"] += 10
+    world["serving"] = True
+    assert supervisor.main([*paths, "check"]) == 0
+    found = supervisor.textfile.parse(metrics.read_text())
+    assert found["llamarpc_server_load_seconds"] == [({}, 12.0)]
+    return [labels["kind"] for labels, value in found.get("llamarpc_server_load_info", []) if value == 1]
+
+
+def test_the_first_load_after_a_seeding_of_its_plan_is_seeded_the_next_warm(world, tmp_path):
+    metrics = tmp_path / "m.prom"
+    assert load_kinds(world, tmp_path, metrics) == ["cold"]  # no seeding record: nothing known cached
+    seeding_record(tmp_path, finished_at=world["now"] + 50)  # seeded before the next start
+    assert load_kinds(world, tmp_path, metrics) == ["seeded"]
+    assert load_kinds(world, tmp_path, metrics) == ["warm"]  # the same caches, a load since the seeding
+    seeding_record(tmp_path, finished_at=world["now"] + 50, written=0, present=6)  # a re-seeding that found all
+    assert load_kinds(world, tmp_path, metrics) == ["seeded"]
+
+
+def test_a_seeding_that_cached_nothing_or_was_for_another_plan_leaves_the_load_cold(world, tmp_path):
+    metrics = tmp_path / "m.prom"
+    seeding_record(tmp_path, finished_at=world["now"] + 50, written=0, present=0)  # no tensor over 10 MiB
+    assert load_kinds(world, tmp_path, metrics) == ["cold"]
+    seeding_record(tmp_path, finished_at=world["now"] + 50, tensor_split="4,3,2")  # another split of the workers
+    assert load_kinds(world, tmp_path, metrics) == ["cold"]
+    seeding_record(tmp_path, finished_at=world["now"] + 50, rpc="10.0.0.1:50052,10.0.0.2:50052")
+    assert load_kinds(world, tmp_path, metrics) == ["cold"]
+    seeding_record(tmp_path, finished_at=world["now"] + 500)  # ended after the start: not this load's seeding
+    assert load_kinds(world, tmp_path, metrics) == ["warm"]
+
+
+def test_a_load_on_a_local_plan_is_local(local_world, tmp_path):
+    seeding_record(tmp_path, finished_at=local_world["now"] + 50)  # a seeding of the earlier distributed plan
+    assert load_kinds(local_world, tmp_path, tmp_path / "m.prom") == ["local"]
+
+
+def test_the_load_kind_is_decided_from_the_plan_in_force_and_the_seeding():
+    plan = {"rpc": "10.0.0.1:50052,10.0.0.2:50052", "tensor_split": "1,1"}
+    seeding = {"rpc": plan["rpc"], "tensor_split": [1.0, 1.0], "workers": {"a": {"written": 1, "finished_at": 100.0}}}
+    assert supervisor.load_kind(plan, seeding, 150.0, None) == "seeded"  # no load known before
+    assert supervisor.load_kind(plan, seeding, 150.0, 90.0) == "seeded"
+    assert supervisor.load_kind(plan, seeding, 150.0, 120.0) == "warm"  # a load started after the seeding
+    assert supervisor.load_kind(plan, seeding, 50.0, None) == "warm"  # the seeding ended after this start
+    assert supervisor.load_kind(plan, None, 150.0, None) == "cold"
+    assert supervisor.load_kind(plan, dict(seeding, tensor_split="bad"), 150.0, None) == "cold"
+    assert supervisor.load_kind({"rpc": "", "tensor_split": ""}, seeding, 150.0, None) == "local"
+
+
+def test_a_seeding_before_the_boot_makes_the_first_load_warm_not_seeded(world, tmp_path):
+    """No previous start in the state (a reboot emptied /run): the boot (the monotonic clock's zero) counts as one."""
+    boot = world["now"] - supervisor.time.monotonic()  # wall time at the monotonic clock's zero
+    seeding_record(tmp_path, finished_at=boot - 10)
+    assert load_kinds(world, tmp_path, tmp_path / "m.prom") == ["warm"]
+    world["state_file"].unlink()
+    seeding_record(tmp_path, finished_at=boot + 10)
+    assert load_kinds(world, tmp_path, tmp_path / "m.prom") == ["seeded"]

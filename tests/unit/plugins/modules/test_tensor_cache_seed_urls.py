@@ -11,6 +11,7 @@ import pytest
 from ansible.module_utils import basic
 from tiny_gguf import generate
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.metrics import _seed_metrics as seed_metrics
 from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _fnv1a
 from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_seed as ts
 from ansible_collections.llamarpc.cluster.plugins.modules import tensor_cache_seed
@@ -279,3 +280,62 @@ def test_a_failed_peer_without_a_url_leaves_the_tensors_unavailable_saying_why(
 def test_bad_peers_are_refused(run_module, seeding, peers, message):
     out = run_module(tensor_cache_seed, dict(seeding, peers=peers))
     assert out.failed and message in out.result["msg"]
+
+
+def test_the_seeding_records_its_bytes_by_source_for_node_exporter_and_check_mode_writes_nothing(
+    run_module, model, mine, seeding, range_server, peer_of, tmp_path
+):
+    """The worker's own shard (local), the other from a peer: the textfile gets each source's bytes and files, the
+    tensors by state and the time; a rerun finds them present and wrote nothing; a check run leaves the file alone."""
+    server = range_server(Path(model["files"][0]["path"]).parent)
+    metrics = tmp_path / "textfile" / "llamarpc_tensor_cache_seed.prom"
+    metrics.parent.mkdir()
+    given = dict(seeding, peers=peer_of.peers, urls=url_for(model, server), metrics_file=str(metrics))
+    checked = run_module(tensor_cache_seed, given, check_mode=True).result
+    assert checked["written"] > 0 and not metrics.exists() and list(metrics.parent.iterdir()) == []
+
+    out = run_module(tensor_cache_seed, given).result
+    found = seed_metrics._textfile.parse(metrics.read_text(encoding="utf-8"))
+    by_source = {labels["source"]: value for labels, value in found[seed_metrics.BYTES]}
+    remote = remote_of(model, mine)
+    local = [t for t in out["tensors"] if t["source"] == "local"]
+    assert by_source == {
+        "local": sum({t["hash"]: t["size"] for t in local}.values()),
+        "peer": out["bytes_peer"],
+        "url": 0,
+    }
+    assert by_source["peer"] == sum(t["size"] for t in remote) > 0 and by_source["local"] > 0
+    assert sum(by_source.values()) == out["bytes_written"]
+    files = {labels["source"]: value for labels, value in found[seed_metrics.FILES]}
+    assert files == {"local": len({t["hash"] for t in local}), "peer": len(remote), "url": 0}
+    states = {labels["state"]: value for labels, value in found[seed_metrics.TENSORS]}
+    assert states == {"present": 0, "written": len(mine), "unavailable": 0}
+    assert found[seed_metrics.FINISHED] == [({}, out["finished_at"])] and out["summary"]["finished_at"]
+    assert [p.name for p in metrics.parent.iterdir()] == [metrics.name]  # no temporary left beside it
+
+    again = run_module(tensor_cache_seed, given).result
+    assert not again["changed"]
+    found = seed_metrics._textfile.parse(metrics.read_text(encoding="utf-8"))
+    assert {labels["source"]: value for labels, value in found[seed_metrics.BYTES]} == {"local": 0, "peer": 0, "url": 0}
+    assert {labels["state"]: value for labels, value in found[seed_metrics.TENSORS]}["present"] == len(mine)
+    before = metrics.read_text(encoding="utf-8")
+    run_module(tensor_cache_seed, given, check_mode=True)
+    assert metrics.read_text(encoding="utf-8") == before
+
+
+def test_unavailable_tensors_are_counted_and_a_metrics_file_that_cannot_be_written_only_warns(
+    run_module, seeding, warnings, tmp_path
+):
+    """No copy of the first shard and no source for it: its tensors are unavailable in the metrics; a metrics file in
+    a missing directory is a warning, the seeding still done."""
+    metrics = tmp_path / "m.prom"
+    out = run_module(tensor_cache_seed, dict(seeding, metrics_file=str(metrics))).result
+    states = {
+        labels["state"]: v for labels, v in seed_metrics._textfile.parse(metrics.read_text())[seed_metrics.TENSORS]
+    }
+    assert states["unavailable"] == out["unavailable"] > 0 and states["written"] == len(
+        [t for t in out["tensors"] if t["state"] == "written"]
+    )
+    nowhere = dict(seeding, metrics_file=str(tmp_path / "nowhere" / "m.prom"))
+    again = run_module(tensor_cache_seed, nowhere).result
+    assert again["present"] > 0 and any("seeding metrics not written" in text for text in warnings)
