@@ -59,7 +59,7 @@ run_item() {  # item start : one lane item (see the header)
         if [[ " ${steps[*]:index+1} " == *" destroy "* ]]; then "$molecule" destroy -s "$scenario" > /dev/null 2>&1; fi
         return 1
       fi
-      # Measured around the call: molecule's own "Executing" line of a verify step can reach the log only at its end.
+      # Measured around the call: molecule's own "Executing" line of a verify step can reach the log late.
       echo "=== $scenario step $step took $(( $(date +%s) - step_start )) s"
     done
   else
