@@ -107,6 +107,20 @@ options:
   jobs:
     description: Parallel build jobs. Defaults to the number of CPUs the module may use.
     type: int
+  priority:
+    description:
+      - The CPU and I/O priority of the build's steps (CMake's configure and build, the compilers they start, the
+        helpers' compiles).
+      - C(idle) runs them in the CPU's idle scheduling class (C(SCHED_IDLE)) and the idle I/O class, through
+        util-linux's C(chrt --idle 0) and C(ionice -c 3): on a build host that also serves, the build takes only the
+        time the services leave, and runs at full speed while they are idle. The I/O class counts only under an I/O
+        scheduler that knows classes (BFQ); the CPU class counts against processes in the same CPU cgroup, which is all
+        of them where systemd has not enabled the CPU controller (no unit sets C(CPUWeight=) or C(CPUQuota=)).
+      - C(normal) runs them at the module's own priority.
+      - Not part of the cache key (the same binaries either way).
+    type: str
+    choices: [normal, idle]
+    default: normal
   cache_dir:
     description: Directory holding the cache entries.
     type: path
@@ -231,6 +245,11 @@ build_seconds:
   returned: always
   type: float
   sample: 812.4
+priority:
+  description: The priority the build's steps ran at (O(priority)).
+  returned: when this run built
+  type: str
+  sample: idle
 log_file:
   description: The build log, when O(log_file) was given.
   returned: when O(log_file) is set
@@ -366,6 +385,7 @@ def main():
             "helpers": {"type": "list", "elements": "path", "default": []},
             "patches": {"type": "list", "elements": "path", "default": []},
             "jobs": {"type": "int"},
+            "priority": {"type": "str", "choices": ["normal", "idle"], "default": "normal"},
             "cache_dir": {"type": "path", "default": "/var/cache/llamarpc/llama-cpp"},
             "log_file": {"type": "path"},
             "force": {"type": "bool", "default": False},

@@ -106,6 +106,23 @@ def cpu_count():
         return os.cpu_count() or 1
 
 
+def priority_argv(module, priority):
+    """The prefix that runs a build step at ``priority``: ``idle`` - the CPU's idle scheduling class and the idle I/O
+    class (util-linux's ``chrt --idle 0`` and ``ionice -c 3``), inherited by every compiler the step starts, so that
+    a build host that also serves (an RPC worker, llama-server) gives the build only the time its services leave;
+    ``normal`` - none. Raises BuildError when a tool is missing, before anything is built."""
+    if priority == "normal":
+        return []
+    tools = {name: module.get_bin_path(name) for name in ("chrt", "ionice")}
+    missing = sorted(name for name, path in tools.items() if not path)
+    if missing:
+        raise BuildError(
+            f"priority idle needs {' and '.join(missing)} (util-linux) on the build host; "
+            "install it, or build at priority normal"
+        )
+    return [tools["chrt"], "--idle", "0", tools["ionice"], "-c", "3"]
+
+
 def build_env(tmp):
     env = dict(os.environ)
     env["LC_ALL"] = "C"
@@ -229,7 +246,7 @@ def compile_helpers(ctx, tmp, log, env):
         if sha256_file(copy) != helper["sha256"]:
             raise BuildError(f"helper source {helper['path']} changed during the build: run the build again")
         program = os.path.join(out_dir, helper["name"])
-        argv = [*ctx["cxx"], *HELPER_CXX_FLAGS, "-o", program, copy]
+        argv = [*ctx["priority_argv"], *ctx["cxx"], *HELPER_CXX_FLAGS, "-o", program, copy]
         run_step(argv, log, env, f"Compile of helper {helper['name']}")
         programs[helper["name"]] = program
     return programs
@@ -350,13 +367,30 @@ def build(module, p, ctx):
             tree["patches"] = apply_patches(ctx, tmp, tree["source_dir"], log, env)
             tree["configure_args"] = configure_args_for(module, ctx["cmake_flags"], tree["version"])
             build_dir = os.path.join(tmp, "build")
-            configure = [ctx["cmake"], "-S", tree["source_dir"], "-B", build_dir, *tree["configure_args"]]
+            configure = [
+                *ctx["priority_argv"],
+                ctx["cmake"],
+                "-S",
+                tree["source_dir"],
+                "-B",
+                build_dir,
+                *tree["configure_args"],
+            ]
             run_step(configure, log, env, "CMake configure")
             # Before the long build: a helper that does not compile fails in seconds, not after half an hour.
             tree["helpers"] = compile_helpers(ctx, tmp, log, env)
             jobs = str(ctx["jobs"])
             run_step(
-                [ctx["cmake"], "--build", build_dir, "--parallel", jobs, "--target", *tree["targets"]],
+                [
+                    *ctx["priority_argv"],
+                    ctx["cmake"],
+                    "--build",
+                    build_dir,
+                    "--parallel",
+                    jobs,
+                    "--target",
+                    *tree["targets"],
+                ],
                 log,
                 env,
                 "CMake build",
@@ -445,6 +479,7 @@ def build_locked(module, p, ctx, result):
         remove_leftovers(p["cache_dir"], ctx["key"])
         manifest = build(module, p, ctx)
     result["build_seconds"] = manifest["build_seconds"]
+    result["priority"] = p["priority"]
     ensure_archive(ctx["entry"])
     result.update(entry_result(ctx["entry"], manifest))
     return result
@@ -506,6 +541,7 @@ def run_module(module):
         "patch": patch_program(module) if patches else None,
         "cxx": compiler_argv(module, flags, "cxx"),
         "jobs": p["jobs"] or cpu_count(),
+        "priority_argv": priority_argv(module, p["priority"]),
         "cmake": module.get_bin_path("cmake", required=True),
         "readelf": module.get_bin_path("readelf"),
         "ldd": module.get_bin_path("ldd"),

@@ -548,3 +548,49 @@ def test_bad_patch_requests_fail_before_anything_is_built(tiny, tmp_path, capsys
     twice = [a_patch(tmp_path), str(Path(shutil.copy(a_patch(tmp_path), tmp_path / "other" / "tiny.patch")))]
     assert "two patches are named tiny.patch" in run(dict(args, patches=twice), capsys, check_mode=True)["msg"]
     assert not cache.exists()
+
+
+# The tiny tree's configure step prints the scheduling class it runs in (CMake runs chrt and ionice as its children,
+# as it runs the compilers), into the build log.
+PRIORITY_PROBE = (
+    "execute_process(COMMAND chrt -p 0 OUTPUT_VARIABLE tiny_cpu)\n"
+    "execute_process(COMMAND ionice OUTPUT_VARIABLE tiny_io)\n"
+    'string(REPLACE "\\n" " " tiny_cpu "${tiny_cpu}")\n'
+    'message(STATUS "tiny priority: ${tiny_cpu} io ${tiny_io}")\n'
+)
+needs_util_linux = pytest.mark.skipif(
+    not (shutil.which("chrt") and shutil.which("ionice")), reason="needs chrt, ionice"
+)
+
+
+@needs_toolchain
+@needs_util_linux
+@pytest.mark.parametrize(("priority", "cpu", "io"), [("idle", "SCHED_IDLE", "idle"), ("normal", "SCHED_OTHER", None)])
+def test_the_build_steps_run_at_the_priority_asked(tiny, tmp_path, capsys, priority, cpu, io):
+    """idle: what the build runs (CMake and its children) is in the CPU's and the I/O's idle classes; normal: as the
+    module. Fails when the steps are not run through the priority prefix (the log then says SCHED_OTHER)."""
+    args, _cache = tiny
+    tree = dict(TINY_TREE, **{"CMakeLists.txt": TINY_TREE["CMakeLists.txt"] + PRIORITY_PROBE})
+    src = write_tar(tmp_path / f"probe-{priority}.tar.gz", tree)
+    built = run(dict(args, src=src, checksum=sha256(src), priority=priority), capsys)
+    assert built["changed"] is True, built.get("msg")
+    assert built["priority"] == priority
+    line = next(x for x in Path(args["log_file"]).read_text().splitlines() if "tiny priority:" in x)
+    assert f"policy: {cpu}" in line, line
+    assert (f"io {io}" in line) if io else ("io idle" not in line), line
+    # The module itself (this test's process) keeps its own class: only the steps are lowered.
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE
+    again = run(dict(args, src=src, checksum=sha256(src), priority=priority), capsys)
+    assert again["cache_state"] == "hit" and "priority" not in again  # a hit builds nothing
+
+
+def test_priority_idle_without_its_tools_fails_before_anything_is_built(tiny, capsys, monkeypatch):
+    args, cache = tiny
+    real = shutil.which
+    monkeypatch.setattr(
+        basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None if name == "chrt" else real(name)
+    )
+    result = run(dict(args, priority="idle"), capsys)
+    assert result["failed"]
+    assert "priority idle needs chrt (util-linux)" in result["msg"] and "priority normal" in result["msg"]
+    assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == [] if cache.exists() else True
