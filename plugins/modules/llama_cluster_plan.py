@@ -66,8 +66,8 @@ options:
       - A worker is V(unreachable over SSH) without memory figures; V(ready) when it serves llama-server now
         (RV(serving)), in the plan-only run (O(plan_only)), or in check mode when nothing answers for it yet; else what
         its probe says.
-      - Fails before planning, and before any change, when a probed worker speaks another RPC protocol major than
-        O(rpc_protocol) (llama-server would refuse it and abort at start).
+      - Fails before planning, and before any change, when a probed worker speaks an RPC protocol that llama-server of
+        O(rpc_protocol) refuses (and aborts at start): another major, or a newer minor.
     type: list
     elements: str
   endpoints:

@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The coordinator's state around a plan, read on the coordinator by llama_cluster_plan: the plan in force (the env
 files), the endpoints serving it (with llama-server's /health), the deployed plan record (plan.json, read once) with
-whether it must be rewritten, the workers of another RPC protocol major, where the model is planned from, and whether
-the planned workers' tensor caches are seeded before the load.
+whether it must be rewritten, the workers whose RPC protocol llama-server refuses (another major, a newer minor), where
+the model is planned from, and whether the planned workers' tensor caches are seeded before the load.
 
 Standard library and ansible.module_utils only. The candidate logic itself is ``_cluster_plan.candidates`` (called,
 not repeated here).
@@ -138,34 +138,45 @@ def kept_plan(record_doc):
     return plan if isinstance(plan, dict) else None
 
 
-def major_of(protocol):
-    """The major of a protocol version such as ``7.0.0``; None when it has none (empty, not a number)."""
-    head = str(protocol or "").strip().split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+def version_of(protocol):
+    """(major, minor) of a protocol version such as ``7.0.0`` (minor 0 when it has none); None when it has no major
+    (empty, not a number)."""
+    parts = str(protocol or "").strip().split(".")
+    if not parts[0].isdigit():
+        return None
+    return int(parts[0]), int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+def _number(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def foreign_workers(probe, protocol):
-    """The probed workers whose RPC protocol major differs from the coordinator's ``protocol`` (llama-server refuses
-    them and aborts at start); none when the coordinator's protocol is not known."""
-    major = major_of(protocol)
-    if major is None:
+    """The probed workers that llama-server speaking ``protocol`` refuses (and aborts at start): llama.cpp's RPC
+    client accepts a worker of its own major version whose minor is no newer than its own (``ggml-rpc.cpp``); none
+    when the coordinator's protocol is not known, nor a worker that gave no version."""
+    version = version_of(protocol)
+    if version is None:
         return []
+    major, minor = version
     return [
         entry
         for entry in probe or ()
-        if isinstance(entry.get("major"), int) and not isinstance(entry.get("major"), bool) and entry["major"] != major
+        if _number(entry.get("major"))
+        and (entry["major"] != major or (_number(entry.get("minor")) and entry["minor"] > minor))
     ]
 
 
 def protocol_refusal(foreign, protocol, coordinator, worker_group):
-    """Why the plan stops before any change when a worker speaks another protocol major (empty when none does)."""
+    """Why the plan stops before any change when a worker speaks a protocol llama-server refuses (empty when none
+    does)."""
     if not foreign:
         return ""
     speakers = "; ".join(f"{entry.get('endpoint')} speaks RPC protocol {entry.get('protocol')}" for entry in foreign)
     return (
-        f"{speakers}, but llama-server on {coordinator} speaks {protocol} and refuses a worker of another major "
-        "version: deploy the same llama.cpp version on every host (run site.yml on the workers), or take that worker "
-        f"out of the '{worker_group}' group."
+        f"{speakers}, but llama-server on {coordinator} speaks {protocol} and accepts only a worker of its own major "
+        "version with a minor no newer than its own: deploy the same llama.cpp version on every host (run site.yml on "
+        f"the workers), or take that worker out of the '{worker_group}' group."
     )
 
 

@@ -174,13 +174,23 @@ def test_a_worker_of_another_protocol_major_is_refused_before_planning(plan, rpc
     out = plan(endpoints=[workers[0], workers[1], foreign.endpoint])
     assert out.failed
     assert out.result["msg"] == (
-        f"{foreign.endpoint} speaks RPC protocol 6.0.0, but llama-server on n1 speaks 7.0.0 and refuses a worker of "
-        "another major version: deploy the same llama.cpp version on every host (run site.yml on the workers), or take "
-        "that worker out of the 'rpc_workers' group."
+        f"{foreign.endpoint} speaks RPC protocol 6.0.0, but llama-server on n1 speaks 7.0.0 and accepts only a worker "
+        "of its own major version with a minor no newer than its own: deploy the same llama.cpp version on every host "
+        "(run site.yml on the workers), or take that worker out of the 'rpc_workers' group."
     )
     assert "plan" not in out.result
     # Without the coordinator's protocol there is nothing to compare with.
     assert not plan(endpoints=[workers[0], workers[1], foreign.endpoint], rpc_protocol="").failed
+
+
+def test_a_worker_of_a_newer_protocol_minor_is_refused_and_an_older_one_planned(plan, rpc_server, workers):
+    """llama.cpp's RPC client refuses a worker whose minor is newer than its own (ggml-rpc.cpp), and takes an older
+    one: the order a llama.cpp change must keep (the coordinator's llama-server first when the minor goes up)."""
+    newer = rpc_server(major=7, minor=1)
+    out = plan(endpoints=[workers[0], workers[1], newer.endpoint])
+    assert out.failed and f"{newer.endpoint} speaks RPC protocol 7.1.0" in out.result["msg"]
+    assert not plan(endpoints=[workers[0], workers[1], newer.endpoint], rpc_protocol="7.1.0").failed
+    assert not plan(endpoints=[workers[0], workers[1], newer.endpoint], rpc_protocol="7.2.0").failed
 
 
 def test_check_mode_counts_a_worker_nothing_answers_for_as_ready(plan):

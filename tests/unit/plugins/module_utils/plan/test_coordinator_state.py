@@ -72,6 +72,12 @@ def test_candidates_pass_the_serving_endpoints_as_ready():
         ([{"endpoint": "a:1", "major": None}], "7.0.0", []),  # no HELLO reply: nothing to compare
         ([{"endpoint": "a:1", "major": 6}], "", []),  # the coordinator's protocol is not known
         ([{"endpoint": "a:1", "major": 6}], "unknown", []),
+        # The minor: a worker's no newer than the coordinator's (llama.cpp's client refuses a newer one).
+        ([{"endpoint": "a:1", "major": 7, "minor": 1}], "7.0.0", ["a:1"]),
+        ([{"endpoint": "a:1", "major": 7, "minor": 0}, {"endpoint": "b:1", "major": 7, "minor": 2}], "7.1.0", ["b:1"]),
+        ([{"endpoint": "a:1", "major": 7, "minor": 1}], "7.1.5", []),
+        ([{"endpoint": "a:1", "major": 7, "minor": 3}], "7", ["a:1"]),  # a version without a minor is minor 0
+        ([{"endpoint": "a:1", "major": 7, "minor": None}], "7.0.0", []),  # a worker that gave no minor: its major
     ],
 )
 def test_foreign_workers(probe, protocol, foreign):
@@ -82,8 +88,8 @@ def test_the_protocol_refusal_names_every_foreign_worker():
     foreign = [{"endpoint": "a:1", "protocol": "6.0.0"}, {"endpoint": "b:1", "protocol": "8.1.0"}]
     assert state.protocol_refusal(foreign, "7.0.0", "node1", "rpc_workers") == (
         "a:1 speaks RPC protocol 6.0.0; b:1 speaks RPC protocol 8.1.0, but llama-server on node1 speaks 7.0.0 and "
-        "refuses a worker of another major version: deploy the same llama.cpp version on every host (run site.yml on "
-        "the workers), or take that worker out of the 'rpc_workers' group."
+        "accepts only a worker of its own major version with a minor no newer than its own: deploy the same llama.cpp "
+        "version on every host (run site.yml on the workers), or take that worker out of the 'rpc_workers' group."
     )
     assert state.protocol_refusal([], "7.0.0", "node1", "rpc_workers") == ""
 
