@@ -67,7 +67,7 @@ options:
         (RV(serving)), in the plan-only run (O(plan_only)), or in check mode when nothing answers for it yet; else what
         its probe says.
       - Fails before planning, and before any change, when a probed worker speaks an RPC protocol that llama-server of
-        O(rpc_protocol) refuses (and aborts at start): another major, or a newer minor.
+        O(rpc_protocol) refuses (and aborts at start) - another major, or a newer minor.
     type: list
     elements: str
   endpoints:
@@ -115,6 +115,22 @@ options:
     description: The RPC protocol version of the coordinator's llama.cpp (C(7.0.0)); empty skips the protocol check.
     type: str
     default: ''
+  switching:
+    description:
+      - In step with O(worker_hosts) - whether that worker switches llama.cpp in this run (it runs its old binaries
+        until the coordinator's cutover restarts it on the new ones; the C(switch) that
+        P(llamarpc.cluster.llama_rpc_worker#role) registers).
+      - Such a worker is not probed (its answer would be the build it leaves); it counts as ready, and O(rpc_protocol)
+        is checked against its entry of O(worker_protocols), before any change.
+    type: list
+    elements: bool
+    default: []
+  worker_protocols:
+    description: In step with O(worker_hosts) - the RPC protocol of the llama.cpp installed for each worker in this
+      run (empty - not known), for the workers that switch (O(switching)).
+    type: list
+    elements: str
+    default: []
   worker_group:
     description: The inventory group of the workers, named in the protocol refusal.
     type: str

@@ -44,6 +44,13 @@ options:
     description: The helper as llama.cpp's build brings it, on the host; omitted - O(helper) is proven as it is
       (built on the host by other means).
     type: path
+  service:
+    description:
+      - The worker's service (V(llamarpc-rpc-worker.service)); omitted - not asked.
+      - Given - RV(running) is the executable of its main process now and RV(switch) whether that is another binary
+        than O(server), as when a new llama.cpp is installed beside the one the worker runs. Only read; the service is
+        never restarted here.
+    type: str
 seealso:
   - module: llamarpc.cluster.llama_server_check
   - module: llamarpc.cluster.tensor_cache_seed
@@ -56,6 +63,7 @@ EXAMPLES = r"""
     flags: [--cache, --device]
     helper: /usr/local/lib/llamarpc/llamarpc-fnv1a
     helper_src: /opt/llamarpc/llama.cpp/KEY/bin/llamarpc-fnv1a
+    service: llamarpc-rpc-worker.service
 """
 
 RETURN = r"""
@@ -65,6 +73,21 @@ checked:
   type: list
   elements: str
   sample: [flags, helper]
+service:
+  description: O(service), for the plays that restart it later.
+  returned: when O(service) is given
+  type: str
+  sample: llamarpc-rpc-worker.service
+running:
+  description: The executable the main process of O(service) runs now; empty when it does not run.
+  returned: when O(service) is given
+  type: str
+  sample: /opt/llamarpc/llama.cpp/0f3a.../bin/ggml-rpc-server
+switch:
+  description: Whether O(service) runs, and another binary than O(server) (a new llama.cpp waits for its start).
+  returned: when O(service) is given
+  type: bool
+  sample: false
 """
 
 from ansible.module_utils.basic import AnsibleModule

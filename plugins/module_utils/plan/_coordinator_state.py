@@ -167,6 +167,28 @@ def foreign_workers(probe, protocol):
     ]
 
 
+def switching_workers(endpoints, switching, protocols):
+    """The workers that switch llama.cpp in this run (``switching``, in step with ``endpoints``): they run their old
+    binaries until the coordinator's cutover restarts them, so their probe would say what they leave. Each as a probe
+    entry (``endpoint``, ``protocol``, ``major``, ``minor``) of the build they switch to (``protocols``, in step; a
+    protocol not known gives no version, which nothing refuses)."""
+    entries = []
+    protocols = [*(protocols or ()), *([""] * len(endpoints))]
+    for endpoint, moving, protocol in zip(endpoints, switching or (), protocols, strict=False):
+        if not moving:
+            continue
+        version = version_of(protocol)
+        entries.append(
+            {
+                "endpoint": endpoint,
+                "protocol": protocol,
+                "major": version[0] if version else None,
+                "minor": version[1] if version else None,
+            }
+        )
+    return entries
+
+
 def protocol_refusal(foreign, protocol, coordinator, worker_group):
     """Why the plan stops before any change when a worker speaks a protocol llama-server refuses (empty when none
     does)."""

@@ -116,6 +116,8 @@ ARGUMENT_SPEC = {
     "env_files": {"type": "list", "elements": "path", "default": []},
     "plan_file": {"type": "path"},
     "rpc_protocol": {"type": "str", "default": ""},
+    "switching": {"type": "list", "elements": "bool", "default": []},
+    "worker_protocols": {"type": "list", "elements": "str", "default": []},
     "worker_group": {"type": "str", "default": "rpc_workers"},
     "controller_model_path": {"type": "path"},
     "controller_model": {"type": "dict"},
@@ -172,14 +174,21 @@ def _observe(module):
         module.fail_json(msg="endpoints must be given in step with worker_hosts (one each)")
     if params["seeding"] and len(params["seeding"]) != len(hosts):
         module.fail_json(msg="seeding must be given in step with worker_hosts (one each, {} where there is none)")
+    for name in ("switching", "worker_protocols"):
+        if params[name] and len(params[name]) != len(hosts):
+            module.fail_json(msg=f"{name} must be given in step with worker_hosts (one each)")
     health = state.health_status(params["api_url"], params["api_key"]) if params["api_url"] else 0
     serving = state.serving_now(state.env_in_force(params["env_files"]), health)
+    # A worker that switches llama.cpp is checked by the build it switches to, and counts as ready: it runs, and the
+    # cutover restarts it before llama-server starts.
+    switching = state.switching_workers(endpoints, params["switching"], params["worker_protocols"])
+    ready = list(serving) + [entry["endpoint"] for entry in switching if entry["endpoint"] not in serving]
     try:
-        probe = _probe([endpoint for endpoint in endpoints if endpoint not in serving])
+        probe = _probe([endpoint for endpoint in endpoints if endpoint not in ready])
     except ValueError as exc:
         module.fail_json(msg=f"invalid endpoint: {exc}")
     refusal = state.protocol_refusal(
-        state.foreign_workers(probe, params["rpc_protocol"]),
+        state.foreign_workers(probe + switching, params["rpc_protocol"]),
         params["rpc_protocol"],
         params["coordinator"] or "the coordinator",
         params["worker_group"],
@@ -192,7 +201,7 @@ def _observe(module):
         endpoints,
         params["memory"],
         probe,
-        serving_endpoints=serving,
+        serving_endpoints=ready,
         plan_only=params["plan_only"],
         check_mode=module.check_mode,
     )

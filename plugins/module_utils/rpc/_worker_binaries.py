@@ -6,6 +6,10 @@
 unknown flag makes it print its usage and exit, and systemd restarts it in a loop), and the tensor cache verifier's
 hashing helper is installed from llama.cpp's binaries and proven to hash as llama.cpp does (FNV-1a 64).
 
+With ``service`` it also says which RPC server the worker's service runs now (``/proc/<MainPID>/exe``): another
+binary than ``server`` is a worker that switches llama.cpp in this run (or that an earlier run left waiting for the
+coordinator's cutover).
+
 A helper that fails the proof once (a host without the C++ runtime) fails it again: the proof runs on every run, not
 only after a copy. In check mode the flags are checked and the helper proven when it is in place already; a copy that
 would happen is reported and the helper that a real run replaces is not asked.
@@ -17,12 +21,14 @@ import os
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _atomic, _managed_files
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build, _llama_server_check
+from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd
 
 ARGUMENT_SPEC = {
     "server": {"type": "path", "required": True},
     "flags": {"type": "list", "elements": "str", "default": []},
     "helper": {"type": "path"},
     "helper_src": {"type": "path"},
+    "service": {"type": "str"},
 }
 #: What the proof feeds the helper, and the FNV-1a 64 of it that llama.cpp's ``fnv_hash`` gives.
 PROOF_INPUT = b"foobar"
@@ -102,12 +108,40 @@ def prove_helper(module, helper):
         module.fail_json(msg=failure, rc=rc)
 
 
+def running_binary(module, service, proc="/proc"):
+    """The executable the main process of ``service`` runs now (``<proc>/<MainPID>/exe``, `` (deleted)`` dropped);
+    empty when the service has no main process or systemd cannot be asked."""
+    systemctl = _systemd.Systemctl(module)
+    if not systemctl.available:
+        return ""
+    rc, out, _err = systemctl.run("show", "--property=MainPID", "--", service)
+    pid = _systemd.parse_properties(out).get("MainPID", "0") if rc == 0 else "0"
+    if not pid.isdigit() or pid == "0":
+        return ""
+    try:
+        return os.readlink(os.path.join(proc, pid, "exe")).removesuffix(" (deleted)")
+    except OSError:
+        return ""
+
+
+def switches(server, running):
+    """Whether a worker running ``running`` switches to ``server``: it runs, and another file than ``server`` (a
+    symbolic link to the same file is the same binary)."""
+    if not running:
+        return False
+    return os.path.realpath(running) != os.path.realpath(server)
+
+
 def run_module(module):
     """The flags, then the helper (copied when ``helper_src`` is given, proven whenever ``helper`` is)."""
     params = module.params
     if params["helper_src"] and not params["helper"]:
         module.fail_json(msg="helper is required with helper_src (where the helper is installed)")
     result = {"changed": False, "checked": [], "diff": []}
+    if params["service"]:
+        result["service"] = params["service"]
+        result["running"] = running_binary(module, params["service"])
+        result["switch"] = switches(params["server"], result["running"])
     if check_server(module, params["server"]):
         result["checked"].append("flags")
     if params["helper"]:

@@ -193,6 +193,24 @@ def test_a_worker_of_a_newer_protocol_minor_is_refused_and_an_older_one_planned(
     assert not plan(endpoints=[workers[0], workers[1], newer.endpoint], rpc_protocol="7.2.0").failed
 
 
+def test_a_worker_that_switches_llama_cpp_is_checked_by_its_new_build_not_probed(plan, rpc_server, workers):
+    """A worker that switches llama.cpp in this run runs its old binaries until the cutover: its probe would say what
+    it leaves (here protocol 6, which llama-server 7.0.0 refuses). It counts as ready without a probe, and the rule
+    is applied to the build it switches to: 7.0.0 planned, 7.1.0 (a newer minor) refused before any change."""
+    leaving = rpc_server(major=6)
+    endpoints = [workers[0], workers[1], leaving.endpoint]
+    assert plan(endpoints=endpoints).failed  # probed: the build it leaves is refused
+    switching = [False, False, True]
+    out = plan(endpoints=endpoints, switching=switching, worker_protocols=["7.0.0", "7.0.0", "7.0.0"])
+    assert not out.failed, out.result.get("msg")
+    assert states(out) == ["ready", "refused", "ready"]
+    assert leaving.endpoint not in [entry["endpoint"] for entry in out.result["probe"]]
+    newer = plan(endpoints=endpoints, switching=switching, worker_protocols=["7.0.0", "7.0.0", "7.1.0"])
+    assert newer.failed and f"{leaving.endpoint} speaks RPC protocol 7.1.0" in newer.result["msg"]
+    # Not in step with the workers: refused.
+    assert "switching must be given in step" in plan(switching=[True]).result["msg"]
+
+
 def test_check_mode_counts_a_worker_nothing_answers_for_as_ready(plan):
     assert states(plan(check_mode=True)) == ["ready", "ready", "ready"]
     assert states(plan()) == ["ready", "refused", "ready"]

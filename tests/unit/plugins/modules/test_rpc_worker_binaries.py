@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -142,3 +144,46 @@ def test_a_source_without_a_destination_is_refused(run_module, bins):
     assert (
         result.failed and result.result["msg"] == "helper is required with helper_src (where the helper is installed)"
     )
+
+
+@pytest.fixture
+def running(tmp_path, monkeypatch):
+    """A copy of sleep(1) running as the worker's old RPC server, and a systemctl on PATH that names its PID as the
+    service's MainPID (``set_pid(0)``: the service does not run)."""
+    old = tmp_path / "old" / "bin" / "ggml-rpc-server"
+    old.parent.mkdir(parents=True)
+    shutil.copy(shutil.which("sleep"), old)
+    proc = subprocess.Popen([str(old), "60"])
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    pid_file = tmp_path / "main-pid"
+    script(tools / "systemctl", f'print("MainPID=" + open({str(pid_file)!r}).read())\n')
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+
+    def set_pid(pid):
+        pid_file.write_text(str(pid), encoding="utf-8")
+
+    set_pid(proc.pid)
+    yield str(old), set_pid
+    proc.kill()
+    proc.wait()
+
+
+def test_the_service_running_another_binary_switches_the_same_one_does_not(run_module, bins, running, tmp_path):
+    """switch: the worker's service runs another RPC server than the one this run installs (a new llama.cpp beside
+    the old one); the same file, or a link to it, is no switch; a service that does not run is none either."""
+    server, src, dest, _calls = bins
+    old, set_pid = running
+    moved = run_module(rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service"))
+    assert not moved.failed and moved.result["running"] == old and moved.result["switch"] is True
+    same = run_module(rpc_worker_binaries, {"server": old, "service": "llamarpc-rpc-worker.service"})
+    assert not same.failed and same.result["switch"] is False
+    link = tmp_path / "current-ggml-rpc-server"
+    link.symlink_to(old)
+    linked = run_module(rpc_worker_binaries, {"server": str(link), "service": "llamarpc-rpc-worker.service"})
+    assert not linked.failed and linked.result["switch"] is False
+    set_pid(0)
+    idle = run_module(rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service"))
+    assert not idle.failed and idle.result["running"] == "" and idle.result["switch"] is False
+    # Without the service nothing is asked.
+    assert "switch" not in run_module(rpc_worker_binaries, args(server, src, dest)).result
