@@ -4,12 +4,13 @@
 """What a llama.cpp build costs a host that serves, at the build's two priorities, measured side by side.
 
 On loopback, as on a build host that is also an RPC worker: ``ggml-rpc-server`` holds every layer of the model and
-``llama-server`` drives it over RPC (``--rpc``, ``-ngl 99``). Each round measures generation (greedy completions, the
-tokens/s llama-server reports) in three windows, in an order that rotates from round to round: nothing else running
-(``none``), the llama.cpp build running at its own priority (``normal``), and the same build at the role's default
-(``idle``: the prefix ``llama_cpp_build`` puts before each step, from ``_llama_build_run.priority_argv``). Each build
-window starts from a cleaned build tree, so that every window compiles the same first files. Besides tokens/s, each
-window counts the build's progress lines: what the priority costs the build while the host serves.
+``llama-server`` drives it over RPC (``--rpc``, ``-ngl 99``), both in a session of their own (as systemd starts a
+service). Each round measures generation (greedy completions, the tokens/s llama-server reports) in three windows, in
+an order that rotates from round to round: nothing else running (``none``), the llama.cpp build running at its own
+priority (``normal``), and the same build at the role's default (``idle``: started as ``llama_cpp_build`` starts each
+step, with ``_llama_build_run.priority_argv`` and ``priority_options``). Each build window starts from a cleaned build
+tree, so that every window compiles the same first files. Besides tokens/s, each window counts the build's progress
+lines: what the priority costs the build while the host serves.
 
     python3 lab/tools/build_priority_bench.py --bin-dir BIN --model MODEL.gguf --source llama_cpp_python-0.3.36.tar.gz
 
@@ -110,8 +111,9 @@ def start_build(kind, build_dir, targets, jobs, log):
     cmake = _Which.get_bin_path("cmake", required=True)
     subprocess.run([cmake, "--build", build_dir, "--target", "clean"], stdout=subprocess.DEVNULL, check=True)
     prefix = build_run.priority_argv(_Which, kind)
+    options = build_run.priority_options(kind) or {"start_new_session": True}  # a session of its own either way
     argv = [*prefix, cmake, "--build", build_dir, "--parallel", str(jobs), "--target", *targets]
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **options)
 
 
 def stop_build(proc):
@@ -163,6 +165,7 @@ def main():
             [bin_dir / "ggml-rpc-server", "--host", "127.0.0.1", "--port", str(rpc_port), "--threads", threads],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         server = subprocess.Popen(
             [bin_dir / "llama-server", "--model", args.model, "--host", "127.0.0.1", "--port", str(http_port),
@@ -170,6 +173,7 @@ def main():
              "--parallel", "1"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )  # fmt: skip
         rows = []
         try:

@@ -106,6 +106,18 @@ def cpu_count():
         return os.cpu_count() or 1
 
 
+def _autogroup_nice():
+    """In a build step's child, before it runs: the lowest weight for the session's autogroup (the child is the first of
+    a session of its own). With autogroups (the kernel's default where systemd has not enabled the CPU controller), the
+    CPU is shared between sessions first: a worker started by systemd is a session of its own, and its share does not
+    depend on the classes of the processes in another session."""
+    try:
+        with open("/proc/self/autogroup", "w", encoding="ascii") as handle:
+            handle.write("19")
+    except OSError:
+        pass  # a kernel without autogroups: the classes below count alone
+
+
 def priority_argv(module, priority):
     """The prefix that runs a build step at ``priority``: ``idle`` - the CPU's idle scheduling class and the idle I/O
     class (util-linux's ``chrt --idle 0`` and ``ionice -c 3``), inherited by every compiler the step starts, so that
@@ -123,6 +135,15 @@ def priority_argv(module, priority):
     return [tools["chrt"], "--idle", "0", tools["ionice"], "-c", "3"]
 
 
+def priority_options(priority):
+    """What ``subprocess`` needs besides ``priority_argv``: ``idle`` - a session of its own (its own autogroup), whose
+    weight is the lowest (``_autogroup_nice``); ``normal`` - nothing. A step in its own session outlives a module that
+    is killed (an async job past its timeout) until it ends."""
+    if priority == "normal":
+        return {}
+    return {"start_new_session": True, "preexec_fn": _autogroup_nice}
+
+
 def build_env(tmp):
     env = dict(os.environ)
     env["LC_ALL"] = "C"
@@ -132,14 +153,21 @@ def build_env(tmp):
     return env
 
 
-def run_step(argv, log, env, what):
-    """Run one build step with its output streamed to the log (so it can be tailed while it runs)."""
+def run_step(argv, log, env, what, options=None):
+    """Run one build step with its output streamed to the log (so it can be tailed while it runs); ``options`` go to
+    ``subprocess`` (``priority_options``)."""
     log.write(f"\n$ {shlex.join(argv)}\n")
     log.flush()
     try:
         # Output streamed to the log file while the step runs (it can be tailed); run_command keeps it in memory.
         proc = subprocess.run(  # pylint: disable=ansible-bad-function
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, check=False
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            check=False,
+            **(options or {}),
         )
     except OSError as exc:
         raise StepFailed(f"{what} could not start: {exc}") from exc
@@ -247,7 +275,7 @@ def compile_helpers(ctx, tmp, log, env):
             raise BuildError(f"helper source {helper['path']} changed during the build: run the build again")
         program = os.path.join(out_dir, helper["name"])
         argv = [*ctx["priority_argv"], *ctx["cxx"], *HELPER_CXX_FLAGS, "-o", program, copy]
-        run_step(argv, log, env, f"Compile of helper {helper['name']}")
+        run_step(argv, log, env, f"Compile of helper {helper['name']}", ctx["priority_options"])
         programs[helper["name"]] = program
     return programs
 
@@ -376,7 +404,7 @@ def build(module, p, ctx):
                 build_dir,
                 *tree["configure_args"],
             ]
-            run_step(configure, log, env, "CMake configure")
+            run_step(configure, log, env, "CMake configure", ctx["priority_options"])
             # Before the long build: a helper that does not compile fails in seconds, not after half an hour.
             tree["helpers"] = compile_helpers(ctx, tmp, log, env)
             jobs = str(ctx["jobs"])
@@ -394,6 +422,7 @@ def build(module, p, ctx):
                 log,
                 env,
                 "CMake build",
+                ctx["priority_options"],
             )
             tree["build_seconds"] = round(time.monotonic() - started, 1)
             log.write(f"\nstaging into {stage}\n")
@@ -542,6 +571,7 @@ def run_module(module):
         "cxx": compiler_argv(module, flags, "cxx"),
         "jobs": p["jobs"] or cpu_count(),
         "priority_argv": priority_argv(module, p["priority"]),
+        "priority_options": priority_options(p["priority"]),
         "cmake": module.get_bin_path("cmake", required=True),
         "readelf": module.get_bin_path("readelf"),
         "ldd": module.get_bin_path("ldd"),

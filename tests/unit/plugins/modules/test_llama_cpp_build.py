@@ -555,8 +555,11 @@ def test_bad_patch_requests_fail_before_anything_is_built(tiny, tmp_path, capsys
 PRIORITY_PROBE = (
     "execute_process(COMMAND chrt -p 0 OUTPUT_VARIABLE tiny_cpu)\n"
     "execute_process(COMMAND ionice OUTPUT_VARIABLE tiny_io)\n"
+    "execute_process(COMMAND cat /proc/self/autogroup OUTPUT_VARIABLE tiny_group)\n"
+    'string(REPLACE "\\n" " " tiny_group "${tiny_group}")\n'
     'string(REPLACE "\\n" " " tiny_cpu "${tiny_cpu}")\n'
-    'message(STATUS "tiny priority: ${tiny_cpu} io ${tiny_io}")\n'
+    'string(REPLACE "\\n" " " tiny_io "${tiny_io}")\n'
+    'message(STATUS "tiny priority: ${tiny_cpu} io ${tiny_io} group ${tiny_group}")\n'
 )
 needs_util_linux = pytest.mark.skipif(
     not (shutil.which("chrt") and shutil.which("ionice")), reason="needs chrt, ionice"
@@ -567,8 +570,10 @@ needs_util_linux = pytest.mark.skipif(
 @needs_util_linux
 @pytest.mark.parametrize(("priority", "cpu", "io"), [("idle", "SCHED_IDLE", "idle"), ("normal", "SCHED_OTHER", None)])
 def test_the_build_steps_run_at_the_priority_asked(tiny, tmp_path, capsys, priority, cpu, io):
-    """idle: what the build runs (CMake and its children) is in the CPU's and the I/O's idle classes; normal: as the
-    module. Fails when the steps are not run through the priority prefix (the log then says SCHED_OTHER)."""
+    """idle: what the build runs (CMake and its children) is in the CPU's and the I/O's idle classes, in a session
+    whose autogroup has the lowest weight (nice 19: the CPU is shared between sessions' autogroups before classes
+    count); normal: as the module. Fails when the steps are not run at the priority (the log says SCHED_OTHER, or an
+    autogroup at nice 0)."""
     args, _cache = tiny
     tree = dict(TINY_TREE, **{"CMakeLists.txt": TINY_TREE["CMakeLists.txt"] + PRIORITY_PROBE})
     src = write_tar(tmp_path / f"probe-{priority}.tar.gz", tree)
@@ -578,6 +583,13 @@ def test_the_build_steps_run_at_the_priority_asked(tiny, tmp_path, capsys, prior
     line = next(x for x in Path(args["log_file"]).read_text().splitlines() if "tiny priority:" in x)
     assert f"policy: {cpu}" in line, line
     assert (f"io {io}" in line) if io else ("io idle" not in line), line
+    if os.path.exists("/proc/self/autogroup"):
+        with open("/proc/self/autogroup", encoding="ascii") as handle:
+            mine = handle.read().split()[0]  # this test's own autogroup, which the build must not lower
+        assert ("nice 19" in line) == (priority == "idle"), line
+        assert (f"group {mine} nice" in line) == (priority == "normal"), line
+        with open("/proc/self/autogroup", encoding="ascii") as handle:
+            assert handle.read().split()[-1] != "19"
     # The module itself (this test's process) keeps its own class: only the steps are lowered.
     assert os.sched_getscheduler(0) != os.SCHED_IDLE
     again = run(dict(args, src=src, checksum=sha256(src), priority=priority), capsys)
