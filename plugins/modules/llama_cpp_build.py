@@ -111,11 +111,14 @@ options:
     description:
       - The CPU and I/O priority of the build's steps (CMake's configure and build, the compilers they start, the
         helpers' compiles).
-      - C(idle) runs them in the CPU's idle scheduling class (C(SCHED_IDLE)) and the idle I/O class, through
-        util-linux's C(chrt --idle 0) and C(ionice -c 3): on a build host that also serves, the build takes only the
-        time the services leave, and runs at full speed while they are idle. The I/O class counts only under an I/O
-        scheduler that knows classes (BFQ); the CPU class counts against processes in the same CPU cgroup, which is all
-        of them where systemd has not enabled the CPU controller (no unit sets C(CPUWeight=) or C(CPUQuota=)).
+      - C(idle) runs them in a session of their own whose autogroup has the lowest weight (nice 19 in
+        C(/proc/self/autogroup)), in the CPU's idle scheduling class (C(SCHED_IDLE)) and the idle I/O class, through
+        util-linux's C(chrt --idle 0) and C(ionice -c 3) - on a build host that also serves, the build takes only the
+        time the services leave, and runs at full speed while they are idle. The kernel shares the CPU between
+        sessions' autogroups before classes count (a systemd service is a session of its own), hence the autogroup;
+        where systemd has enabled the CPU controller (a unit sets C(CPUWeight=) or C(CPUQuota=)) cgroups share it
+        first, and the build's priority counts only within its own. The I/O class counts only under an I/O scheduler
+        that knows classes (BFQ).
       - C(normal) runs them at the module's own priority.
       - Not part of the cache key (the same binaries either way).
     type: str
