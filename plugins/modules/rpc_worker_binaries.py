@@ -51,6 +51,12 @@ options:
         than O(server), as when a new llama.cpp is installed beside the one the worker runs. Only read; the service is
         never restarted here.
     type: str
+  cutover:
+    description:
+      - Whether a worker that switches (RV(switch)) is left running for the coordinator's cutover (RV(waits)), instead
+        of being restarted by its role.
+    type: bool
+    default: false
 seealso:
   - module: llamarpc.cluster.llama_server_check
   - module: llamarpc.cluster.tensor_cache_seed
@@ -64,6 +70,7 @@ EXAMPLES = r"""
     helper: /usr/local/lib/llamarpc/llamarpc-fnv1a
     helper_src: /opt/llamarpc/llama.cpp/KEY/bin/llamarpc-fnv1a
     service: llamarpc-rpc-worker.service
+    cutover: true
 """
 
 RETURN = r"""
@@ -85,6 +92,12 @@ running:
   sample: /opt/llamarpc/llama.cpp/0f3a.../bin/ggml-rpc-server
 switch:
   description: Whether O(service) runs, and another binary than O(server) (a new llama.cpp waits for its start).
+  returned: when O(service) is given
+  type: bool
+  sample: false
+waits:
+  description: RV(switch) and O(cutover) - the worker keeps its old binaries until the coordinator's cutover restarts
+    it.
   returned: when O(service) is given
   type: bool
   sample: false

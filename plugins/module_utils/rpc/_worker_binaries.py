@@ -29,6 +29,7 @@ ARGUMENT_SPEC = {
     "helper": {"type": "path"},
     "helper_src": {"type": "path"},
     "service": {"type": "str"},
+    "cutover": {"type": "bool", "default": False},
 }
 #: What the proof feeds the helper, and the FNV-1a 64 of it that llama.cpp's ``fnv_hash`` gives.
 PROOF_INPUT = b"foobar"
@@ -142,6 +143,8 @@ def run_module(module):
         result["service"] = params["service"]
         result["running"] = running_binary(module, params["service"])
         result["switch"] = switches(params["server"], result["running"])
+        # Left running for the coordinator's cutover (which restarts exactly these), instead of restarted by its role.
+        result["waits"] = result["switch"] and params["cutover"]
     if check_server(module, params["server"]):
         result["checked"].append("flags")
     if params["helper"]:

@@ -176,8 +176,13 @@ def test_the_service_running_another_binary_switches_the_same_one_does_not(run_m
     old, set_pid = running
     moved = run_module(rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service"))
     assert not moved.failed and moved.result["running"] == old and moved.result["switch"] is True
-    same = run_module(rpc_worker_binaries, {"server": old, "service": "llamarpc-rpc-worker.service"})
-    assert not same.failed and same.result["switch"] is False
+    assert moved.result["waits"] is False  # restarted by its role: no cutover asked
+    cutover = run_module(
+        rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service", cutover=True)
+    )
+    assert cutover.result["switch"] is True and cutover.result["waits"] is True
+    same = run_module(rpc_worker_binaries, {"server": old, "service": "llamarpc-rpc-worker.service", "cutover": True})
+    assert not same.failed and same.result["switch"] is False and same.result["waits"] is False
     link = tmp_path / "current-ggml-rpc-server"
     link.symlink_to(old)
     linked = run_module(rpc_worker_binaries, {"server": str(link), "service": "llamarpc-rpc-worker.service"})
