@@ -12,7 +12,10 @@ trees, ``rpc-server`` in older ones).
 An unpack goes into a staging directory beside ``bin``, every file and directory fsynced, renamed to ``bin`` (a ``bin``
 left by an unpack cut short is renamed away first and removed), the key's directory fsynced, then the marker written
 atomically and durably (``files/_atomic``): after a power loss a node has the build whole, or no marker and the next
-run unpacks again. Standard library only (with the shared packages code): shipped to the node with the module.
+run unpacks again. Once the build is on the node it is recorded as the current one in ``<install_dir>/builds.json``
+and the builds beyond ``keep_previous`` that are the collection's own are removed (``_llama_builds``: the record and
+what may go); ``state=previous`` makes the recorded build before the current one current again. Standard library
+only (with the shared packages code): shipped to the node with the module.
 """
 
 from __future__ import annotations
