@@ -84,12 +84,14 @@ def on_build(name, key):
 
 
 def controller_cache():
-    """Every path under the controller's llama.cpp cache with its size and mtime (nothing may change there)."""
+    """Every path under the controller's llama.cpp cache with its size and mtime (nothing may change there): the
+    sources, the builds' entries, the prebuilt archives. Left out: lock files, and an entry's bin/ (the tests'
+    conftest unpacks an archive there whenever a test session first needs it)."""
     root = Path(_paths.user_path("llama-cpp"))
     return {
         str(path.relative_to(root)): (path.lstat().st_size, path.lstat().st_mtime_ns)
         for path in root.rglob("*")
-        if path.name != "llama-cpp.lock"
+        if not path.name.endswith(".lock") and path.relative_to(root).parts[1:2] != ("bin",)
     }
 
 
