@@ -17,6 +17,7 @@ import os
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleError, AnsibleUndefinedVariable
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.preflight import _preflight as pf
@@ -115,6 +116,7 @@ class ActionModule(ActionBase):
                 if entry.get("unit")
             ],
             deferred=sorted(self._deferred),
+            rollback_build=boolean(self._value("llama_cpp_rollback", False), strict=False),
         )
         if problems:
             result.update(failed=True, msg=pf.format_problems(host, problems))

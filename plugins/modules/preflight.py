@@ -126,6 +126,12 @@ listeners:
   type: list
   elements: dict
   sample: [{"service": "the RPC worker", "port": 50052, "unit": "llamarpc-rpc-worker.service"}]
+rollback_build:
+  description:
+    - Whether this run rolls the llama.cpp build back (the llama_cpp role's option C(llama_cpp_rollback) as this host
+      sees it; false when unset), for the preflight of the rollback and to skip the build host's check.
+  returned: always
+  type: bool
 deferred:
   description: Variables whose values refer to something not known yet, left unchecked.
   returned: always

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -11,6 +15,7 @@ from ansible_collections.llamarpc.cluster.plugins.modules import preflight as do
 
 REPO = Path(__file__).resolve().parents[3]
 COLLECTION = "llamarpc.cluster."
+BIN = Path(sys.executable).parent
 
 
 def _normalised(options):
@@ -102,3 +107,29 @@ def test_role_defaults_match_the_argument_spec_for_the_ports():
         role = next(role for role, options in load_role_specs(REPO / "roles").items() if variable in options)
         defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8"))
         assert defaults[variable] == load_role_specs(REPO / "roles")[role][variable]["default"], variable
+
+
+def test_rollback_build_says_whether_the_run_rolls_the_build_back(tmp_path):
+    """Through ansible itself (the action templates the host's variable): false when unset, true from a template of an
+    extra variable (as playbooks/rollback.yml sets it). Two ansible runs: each costs seconds."""
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
+    env.pop("ANSIBLE_CONFIG", None)
+    args = json.dumps({"roles": {"llama_cpp": ["all"]}, "ports": [], "known": []})
+    found = {}
+    for label, extra in {
+        "unset": [],
+        "template": ["-e", '{"x": "build", "llama_cpp_rollback": "{{ x in [\'build\', \'both\'] }}"}'],
+    }.items():
+        command = [str(BIN / "ansible"), "localhost", "-c", "local", "-o", "-m", "llamarpc.cluster.preflight"]
+        done = subprocess.run(
+            [*command, "-a", args, *extra],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        found[label] = json.loads(done.stdout.split(" => ", 1)[1])["rollback_build"]
+    assert found == {"unset": False, "template": True}

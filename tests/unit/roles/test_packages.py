@@ -34,6 +34,8 @@ def install_tasks():
             module = next((m for m in INSTALLERS | set(PACKAGE_OPTIONS) if m in task), None)
             if module:
                 args = dict(task[module])
+                if module in PACKAGE_OPTIONS and PACKAGE_OPTIONS[module] not in args:
+                    continue  # a call that names no packages installs none (llama_cpp's rollback preflight)
                 if module in PACKAGE_OPTIONS:
                     args["name"] = args.pop(PACKAGE_OPTIONS[module])
                 yield path.relative_to(ROLES), task, args

@@ -97,3 +97,11 @@ def test_without_an_archive_a_missing_build_is_an_error_not_a_guess():
 def test_a_module_failure_is_returned_as_is(check_mode):
     result, calls = run([{"failed": True, "msg": "dpkg-query failed: x"}], check_mode=check_mode)
     assert result["failed"] and result["msg"] == "dpkg-query failed: x" and len(calls) == 1
+
+
+def test_a_rollback_is_one_module_run_and_copies_nothing():
+    args = {**ARGS, "state": "previous", "key": "", "archive": None}
+    reply = {"changed": True, "packages_missing": [], "need_archive": False, "rollback_to": "k" * 32, "msg": "made"}
+    result, calls = run([{**reply, **FACTS}], args=args)
+    assert [call[0] for call in calls] == ["module"] and calls[0][2]["state"] == "previous"
+    assert result["changed"] and result["rollback_to"] == "k" * 32

@@ -12,6 +12,7 @@ import zipfile
 
 import pytest
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_builds as lb
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_install as li
 
 KEY = "930e0fe5fb03f4f0c82e7c44f6ac122e"
@@ -79,13 +80,18 @@ def make_archive(path, files=None, links=None):
     return str(path)
 
 
-def installed_node(tmp_path, names=("ggml-rpc-server", "llama-server")):
-    """A node on which this build's install finished (its marker written last)."""
-    key_dir = tmp_path / "opt" / KEY
+def installed_node(tmp_path, names=("ggml-rpc-server", "llama-server"), key=KEY, record=True):
+    """A node on which this build's install finished (its marker written last) and, with ``record``, was recorded as
+    the current build (as a run without options beyond the key records it)."""
+    key_dir = tmp_path / "opt" / key
     (key_dir / "bin").mkdir(parents=True)
     for name in names:
         (key_dir / "bin" / name).write_bytes(b"\x7fELF")
-    (key_dir / "complete").write_text(f"{KEY}\n")
+    (key_dir / "complete").write_text(f"{key}\n")
+    if record:
+        install_dir = str(tmp_path / "opt")
+        name = li.rpc_server_name(str(key_dir / "bin"))
+        lb.write(install_dir, lb.made_current(lb.read(install_dir), lb.entry(key, name)))
     return key_dir
 
 
@@ -232,8 +238,11 @@ def test_a_real_run_with_the_archive_unpacks_then_marks(tmp_path):
     assert (tmp_path / "opt" / KEY / "complete").read_text() == f"{KEY}\n"
     assert result["rpc_protocol"] == "7.0.0" and result["helper_names"] == ["llamarpc-fnv1a"]
     assert sorted(os.listdir(tmp_path / "opt" / KEY)) == ["bin", "complete"]  # no staging left
-    # The run after: nothing to do.
-    again = run(tmp_path, archive="/controller/bin.tar.gz").result
+    assert lb.read(str(tmp_path / "opt"))["builds"] == [
+        lb.entry(KEY, "ggml-rpc-server", "7.0.0", ["llamarpc-fnv1a"])
+    ], "the build is recorded as the current one, with what a rollback needs"
+    # The run after (the same request): nothing to do.
+    again = run(tmp_path, archive="/controller/bin.tar.gz", rpc_protocol="7.0.0", helpers=["llamarpc-fnv1a"]).result
     assert not again["changed"] and not again["need_archive"]
 
 
