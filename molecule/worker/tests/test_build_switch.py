@@ -7,22 +7,17 @@ the install directory survive all of it, and keep_previous 0 removes only the co
 The teardown runs the worker role as converge does, so the scenario's later tests find the converge's build current
 whatever happened here."""
 
-import hashlib
 import json
 import shlex
-import tarfile
-from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
 from labtest import INVENTORY, lab, run_ansible, wait_for
-
-from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
+from llama_builds import INSTALL_DIR, cached_archive, controller_cache, repack
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
 COORDINATOR = RUNNER.get_hosts("coordinator")[0]
-INSTALL_DIR = "/opt/llamarpc/llama.cpp"
 RECORD = f"{INSTALL_DIR}/builds.json"
 SERVICE = "llamarpc-rpc-worker"
 PORT = 50052
@@ -81,42 +76,6 @@ def hello(name):
 def on_build(name, key):
     """The worker runs ``key``'s RPC server and answers HELLO (waited for: the restart is the handler's)."""
     return wait_for(lambda: running_from(name) == f"{INSTALL_DIR}/{key}/bin" and hello(name) == "ready")
-
-
-def controller_cache():
-    """Every path under the controller's llama.cpp cache with its size and mtime (nothing may change there): the
-    sources, the builds' entries, the prebuilt archives. Left out: lock files, and an entry's bin/ (the tests'
-    conftest unpacks an archive there whenever a test session first needs it)."""
-    root = Path(_paths.user_path("llama-cpp"))
-    return {
-        str(path.relative_to(root)): (path.lstat().st_size, path.lstat().st_mtime_ns)
-        for path in root.rglob("*")
-        if not path.name.endswith(".lock") and path.relative_to(root).parts[1:2] != ("bin",)
-    }
-
-
-def cached_archive(key):
-    """The controller cache's archive of the build ``key`` (the one converge installed)."""
-    for record in Path(_paths.user_path("llama-cpp")).glob("*/build.json"):
-        data = json.loads(record.read_text(encoding="utf-8"))
-        if data.get("key") == key and (record.parent / "bin.tar.gz").is_file():
-            return record.parent / "bin.tar.gz"
-    pytest.fail(f"no archive of build {key} in the controller's cache")
-    return None
-
-
-def repack(archive, out):
-    """``archive`` with one more file: another archive, another sha256, the same binaries."""
-    unpacked = out / "unpacked"
-    unpacked.mkdir()
-    with tarfile.open(archive) as tar:
-        tar.extractall(unpacked, filter="tar")
-    (unpacked / "LLAMARPC-REPACKED").write_text("issue 34: the same build, another archive\n", encoding="utf-8")
-    repacked = out / "llama-repacked.tar.gz"
-    with tarfile.open(repacked, "w:gz") as tar:
-        for path in sorted(unpacked.iterdir()):
-            tar.add(path, arcname=path.name)
-    return repacked, hashlib.sha256(repacked.read_bytes()).hexdigest()
 
 
 @pytest.fixture
