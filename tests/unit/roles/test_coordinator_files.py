@@ -214,3 +214,25 @@ def test_the_smoke_is_one_token_on_a_rerun_and_the_full_completion_after_a_resta
     if restarted:
         variables["_llama_coordinator_restarted"] = True
     assert int(render(VARS["_llama_coordinator_smoke_n"], **variables)) == tokens
+
+
+def test_the_cutover_restarts_the_workers_left_waiting_for_it_and_llama_server_once():
+    """The workers whose role left them running for the cutover (llama_rpc_worker_binaries.waits), by name and by
+    endpoint in step; a worker that switched without waiting (its role restarted it), or that did not run the role,
+    is not restarted again. Any such worker restarts llama-server."""
+    hostvars = {
+        "n1": {"llama_rpc_worker_binaries": {"waits": True, "switch": True}},
+        "n2": {"llama_rpc_worker_binaries": {"waits": False, "switch": True}},
+        "n3": {},
+    }
+    variables = {
+        "hostvars": hostvars,
+        "_llama_coordinator_workers": ["n1", "n2", "n3"],
+        "_llama_coordinator_endpoints": ["10.0.0.1:50052", "10.0.0.2:50052", "10.0.0.3:50052"],
+    }
+    variables["_llama_coordinator_switch_flags"] = render(VARS["_llama_coordinator_switch_flags"], **variables)
+    assert variables["_llama_coordinator_switch_flags"] == [True, False, False]
+    assert render(VARS["_llama_coordinator_switching"], **variables) == ["n1"]
+    assert render(VARS["_llama_coordinator_switching_endpoints"], **variables) == ["10.0.0.1:50052"]
+    assert render(VARS["_llama_coordinator_restart_needed"], _llama_coordinator_switching=["n1"]) is True
+    assert render(VARS["_llama_coordinator_restart_needed"], _llama_coordinator_switching=[]) is False
