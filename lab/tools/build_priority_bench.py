@@ -21,13 +21,11 @@ ratios to ``none``. Loopback only.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / ".collections")]
+
+from loopback_llama import free_port, post_json, wait_health  # noqa: E402 - beside this file
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_build_run as build_run  # noqa: E402
 
@@ -57,42 +57,9 @@ class _Which:
         return found
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def call(port, method, path, body=None, timeout=600):
-    """(status, payload) of one request to llama-server on loopback."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        connection.request(method, path, body=body, headers=headers)
-        reply = connection.getresponse()
-        return reply.status, reply.read()
-    finally:
-        connection.close()
-
-
-def wait_health(port, timeout=300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if call(port, "GET", "/health", timeout=5)[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise SystemExit(f"llama-server on port {port} did not answer /health within {timeout} s")
-
-
 def complete(port, tokens):
-    body = json.dumps({"prompt": PROMPT, "n_predict": tokens, "temperature": 0, "cache_prompt": False})
-    status, payload = call(port, "POST", "/completion", body)
-    if status != 200:
-        raise SystemExit(f"llama-server answered {status}: {payload[:200]!r}")
-    timings = json.loads(payload)["timings"]
+    body = {"prompt": PROMPT, "n_predict": tokens, "temperature": 0, "cache_prompt": False}
+    timings = post_json(port, "/completion", body)["timings"]
     return timings["predicted_n"], timings["predicted_ms"] / 1000.0
 
 

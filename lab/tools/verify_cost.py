@@ -14,52 +14,19 @@ batch's time. Prints, per n, the median over ``--repeats`` and its ratio to one 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import socket
 import statistics
 import subprocess
-import time
 from pathlib import Path
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def call(port, method, path, body=None, timeout=300):
-    """(status, payload) of one request to llama-server on loopback."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-        reply = connection.getresponse()
-        return reply.status, reply.read()
-    finally:
-        connection.close()
-
-
-def wait_health(port, timeout=300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if call(port, "GET", "/health", timeout=5)[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise SystemExit(f"llama-server on port {port} did not answer /health within {timeout} s")
+from loopback_llama import free_port, post_json, wait_health
 
 
 def batch_ms(port, tokens, repeat):
     """Milliseconds llama-server took for a prompt of ``tokens`` ids (BOS, then ids that differ per repeat)."""
     ids = [2] + [1000 + (i * 37 + repeat * 11) % 5000 for i in range(tokens - 1)]
-    status, payload = call(port, "POST", "/completion", {"prompt": ids, "n_predict": 1, "cache_prompt": False})
-    if status != 200:
-        raise SystemExit(f"llama-server answered {status}: {payload[:200]!r}")
-    return json.loads(payload)["timings"]["prompt_ms"]
+    answer = post_json(port, "/completion", {"prompt": ids, "n_predict": 1, "cache_prompt": False})
+    return answer["timings"]["prompt_ms"]
 
 
 def main():
