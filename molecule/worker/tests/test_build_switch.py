@@ -14,13 +14,12 @@ import pytest
 import testinfra.utils.ansible_runner
 from labtest import INVENTORY, lab, run_ansible, wait_for
 from llama_builds import INSTALL_DIR, cached_archive, controller_cache, repack
+from test_day2 import hello
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
-COORDINATOR = RUNNER.get_hosts("coordinator")[0]
 RECORD = f"{INSTALL_DIR}/builds.json"
 SERVICE = "llamarpc-rpc-worker"
-PORT = 50052
 FOREIGN_FILE = f"{INSTALL_DIR}/operator-notes.txt"
 FOREIGN_DIR = f"{INSTALL_DIR}/hand-built"  # looks like a build (bin, marker), but the record never named it
 
@@ -62,15 +61,6 @@ def running_from(name):
     if pid in ("", "0"):
         return ""
     return lab(name).check_output(f"readlink /proc/{pid}/exe").rsplit("/", 1)[0]
-
-
-def hello(name):
-    result = lab(COORDINATOR).ansible(
-        "llamarpc.cluster.rpc_endpoint_facts",
-        f"endpoints={RUNNER.get_variables(name)['ansible_host']}:{PORT} timeout=3",
-        check=False,
-    )
-    return result["ansible_facts"]["rpc_endpoints"][0]["state"]
 
 
 def on_build(name, key):
