@@ -106,16 +106,27 @@ def cpu_count():
         return os.cpu_count() or 1
 
 
-def _autogroup_nice():
+#: How often an unprivileged build asks again for its autogroup's weight: the kernel allows such a change once per
+#: tenth of a second machine-wide and answers EAGAIN in between (root is not limited).
+AUTOGROUP_TRIES = 20
+
+
+def _autogroup_nice(path="/proc/self/autogroup", tries=AUTOGROUP_TRIES, sleep=time.sleep):
     """In a build step's child, before it runs: the lowest weight for the session's autogroup (the child is the first of
     a session of its own). With autogroups (the kernel's default where systemd has not enabled the CPU controller), the
     CPU is shared between sessions first: a worker started by systemd is a session of its own, and its share does not
-    depend on the classes of the processes in another session."""
-    try:
-        with open("/proc/self/autogroup", "w", encoding="ascii") as handle:
-            handle.write("19")
-    except OSError:
-        pass  # a kernel without autogroups: the classes below count alone
+    depend on the classes of the processes in another session. EAGAIN (an unprivileged build, the kernel's rate limit)
+    is tried again; a kernel without autogroups leaves the classes alone to count."""
+    for _attempt in range(tries):
+        try:
+            with open(path, "w", encoding="ascii") as handle:
+                handle.write("19")
+            return True
+        except BlockingIOError:
+            sleep(0.05)
+        except OSError:
+            return False
+    return False
 
 
 def priority_argv(module, priority):

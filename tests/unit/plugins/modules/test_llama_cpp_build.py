@@ -606,3 +606,22 @@ def test_priority_idle_without_its_tools_fails_before_anything_is_built(tiny, ca
     assert result["failed"]
     assert "priority idle needs chrt (util-linux)" in result["msg"] and "priority normal" in result["msg"]
     assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == [] if cache.exists() else True
+
+
+def test_an_unprivileged_build_asks_again_for_its_autogroups_weight(tmp_path, monkeypatch):
+    """The kernel lets an unprivileged process change an autogroup's nice once per tenth of a second machine-wide and
+    answers EAGAIN in between: the child asks again instead of building at its session's full weight."""
+    group = tmp_path / "autogroup"
+    refusals = iter([True, True, False])
+    real_open = open
+
+    def rate_limited(path, *args, **kwargs):
+        if str(path) == str(group) and next(refusals):
+            raise BlockingIOError(11, "write could not complete without blocking")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", rate_limited)
+    slept = []
+    assert lbr._autogroup_nice(str(group), sleep=slept.append) is True
+    assert group.read_text() == "19" and len(slept) == 2
+    assert lbr._autogroup_nice(str(tmp_path / "none" / "autogroup"), sleep=slept.append) is False  # no autogroups
