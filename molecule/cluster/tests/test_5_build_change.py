@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import testinfra.utils.ansible_runner
-from clusterlib import inventory_copy, inventory_vars, playbook, restarts
+from clusterlib import inventory_copy, playbook, restarts
 from labtest import INVENTORY, lab
 from llama_builds import cached_archive, controller_cache, key_of, repack
 from test_5_model_change import ids, record
@@ -124,4 +124,3 @@ def test_a_new_build_cuts_over_once_and_a_build_rollback_goes_back_without_a_bui
     rolled = state()
     assert cut_over(after, rolled, first) == []
     assert ids() == reference
-    assert inventory_vars().get("llama_cpp_install_method", "source") == "source"
