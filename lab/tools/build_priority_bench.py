@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -98,13 +99,15 @@ def progress_lines(path):
         return sum(1 for line in handle if PROGRESS.match(line))
 
 
-def configure(source, tmp, jobs):
+def configure(source, tmp):
+    """The source's llama.cpp tree configured in ``tmp`` with the role's flags for a native build (``llama_cpp_build``'s
+    own defaults: the lab's build); the build directory."""
     with tarfile.open(source) as archive:
+        names = archive.getnames()
         archive.extractall(tmp, filter="data")
-    top = next(p for p in Path(tmp).iterdir() if p.is_dir())
-    tree = top / "vendor" / "llama.cpp" if (top / "vendor" / "llama.cpp").is_dir() else top
+    tree = Path(tmp) / build_run.detect_source_dir(names)
     build_dir = Path(tmp) / "build"
-    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_RPC=ON", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF"]
+    flags = build_run.default_cmake_flags(platform.machine(), "native")
     subprocess.run(["cmake", "-S", str(tree), "-B", str(build_dir), *flags], stdout=subprocess.DEVNULL, check=True)
     return str(build_dir)
 
@@ -126,7 +129,7 @@ def main():
     rpc_port, http_port = free_port(), free_port()
     threads = str(args.jobs)
     with tempfile.TemporaryDirectory(prefix="build-priority-") as tmp:
-        build_dir = configure(args.source, tmp, args.jobs)
+        build_dir = configure(args.source, tmp)
         log_path = Path(tmp) / "build.log"
         worker = subprocess.Popen(
             [bin_dir / "ggml-rpc-server", "--host", "127.0.0.1", "--port", str(rpc_port), "--threads", threads],
