@@ -255,7 +255,7 @@ def speculation_json(s=None):
         "draft": seed_gguf.DRAFT_SHAPE["name"],
         "draft_tensor_bytes": s["draft"]["out"]["tensor_bytes"],
         "draft_on": "node1's CPU",
-        "verify_token_fraction": perf.VERIFY_TOKEN_FRACTION,
+        "verify_token_slope": perf.VERIFY_TOKEN_SLOPE,
         "rows": [
             {
                 "link_mbit": row["link_mbit"],
@@ -294,8 +294,10 @@ def speculation_lines(s=None):
         "",
         "Tokens/s of the seed's plan, plain and with the draft at `k` drafted tokens per pass (`--spec-draft-n-max`),",
         "by the performance model: per pass the draft reads its weights `k + 1` times, the verification of `k + 1`",
-        f"tokens reads every weight once (its compute grows past {perf.VERIFY_TOKEN_FRACTION} of a read per token,",
-        "measured on this project's machines, not on the seed's) and pays each worker's round trip once, with the",
+        "tokens reads every weight once (each drafted token adds "
+        f"{perf.VERIFY_TOKEN_SLOPE} of a token's compute, batches timed",
+        "through an RPC worker on this project's machines, not on the seed's) and pays each worker's round trip once,"
+        " with the",
         "logits of every verified token back from the last worker; a pass yields `1 + a (1 - a^k) / (1 - a)` tokens",
         "at acceptance `a`.",
         "",
@@ -319,9 +321,9 @@ def speculation_lines(s=None):
         f"{MEASURED_TPS} without.",
         "A pass reads the 19.4 GB of weights once for several tokens, which is the gain; what eats into it is the",
         "draft's own reads (0.39 GB per drafted token on node1), the logits of every verified token back over the",
-        "last worker's link (608 KB each: what 1 Gbit/s gains over 100 Mbit/s), and, past k + 1 = "
-        f"{1 / perf.VERIFY_TOKEN_FRACTION:.1f} (1 / {perf.VERIFY_TOKEN_FRACTION}),",
-        "a verification that computes longer than it reads: k = 7 gains less than k = 5. The acceptance depends on",
+        "last worker's link (608 KB each: what 1 Gbit/s gains over 100 Mbit/s), and the verification's compute,",
+        f"which grows by {perf.VERIFY_TOKEN_SLOPE} of a token's per drafted token: every longer draft gains less, k = 7"
+        " least. The acceptance depends on",
         "the text (code and quoting accept more than free prose) and was never measured on the seed.",
     ]
     return lines

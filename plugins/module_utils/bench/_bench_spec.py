@@ -23,6 +23,9 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf
 #: Where the benchmark runs a draft model: the coordinator's CPU, llama.cpp's device ``none`` (what the planner gives a
 #: draft requested on ``_cluster_plan.DRAFT_ON_CPU``).
 DRAFT_DEVICE = "none"
+#: The largest batch the benchmark times on the plain server beside each speculative one (``_bench.batch_costs``):
+#: a pass of the longest draft it runs (7 tokens) verifies 8.
+BATCH_PROBE_TOKENS = 8
 
 
 def server_args(speculative, draft_summary=None):
@@ -64,20 +67,24 @@ def same_as_pair(runs, pair_runs):
     return all(a == b for a, b in mine) if mine else None
 
 
-def verify_fraction(calibration):
-    """``_perf_model.VERIFY_TOKEN_FRACTION`` measured by the calibration configuration (a single process):
-    its generation tokens/s over its prompt tokens/s (a prompt is computed in batches, as a verification is); the
-    constant when it has no figures."""
-    summary = (calibration or {}).get("summary") or {}
-    gen, prompt = summary.get("generation_tps"), summary.get("prompt_tps")
-    return gen / prompt if gen and prompt and gen < prompt else perf.VERIFY_TOKEN_FRACTION
+def verify_slope(costs, one_token_seconds):
+    """``_perf_model.VERIFY_TOKEN_SLOPE`` measured on the benchmark's nodes: the seconds each token of a batch adds
+    beyond its first (``_bench.batch_costs`` of the plain server beside a speculative one; a least-squares fit
+    through the origin of the batches' times less one token's), over one token's compute as the model predicts it
+    for the same workers (``one_token_seconds``). The constant when nothing was measured."""
+    one = next((c["ms"] for c in costs or () if c.get("tokens") == 1), None)
+    points = [(c["tokens"] - 1, c["ms"] - one) for c in costs or () if one is not None and c.get("tokens", 0) > 1]
+    if not points or not one_token_seconds or one_token_seconds <= 0:
+        return perf.VERIFY_TOKEN_SLOPE
+    extra_seconds = sum(x * y for x, y in points) / sum(x * x for x, _y in points) / 1000.0
+    return max(0.0, extra_seconds / float(one_token_seconds))
 
 
-def predict(nodes, result, bandwidth, fraction, **terms):
+def predict(nodes, result, bandwidth, slope, **terms):
     """``_perf_model.speculative`` for a speculative result (its summary's drafted and accepted tokens per pass, its
     draft's bytes read per drafted token, ``result['speculative']['draft_read_bytes']``, on the coordinator's CPU at
-    ``bandwidth``); None for a result without speculation. ``terms``: ``activation_bytes``, ``logits_bytes``,
-    ``shared_bandwidth``."""
+    ``bandwidth``), each drafted token adding ``slope`` of a token's compute to the verification (``verify_slope``);
+    None for a result without speculation. ``terms``: ``activation_bytes``, ``logits_bytes``, ``shared_bandwidth``."""
     summary = result.get("summary") or {}
     if summary.get("accepted_per_pass") is None:
         return None
@@ -88,7 +95,7 @@ def predict(nodes, result, bandwidth, fraction, **terms):
         summary["drafted_per_pass"],
         draft=draft,
         accepted=summary["accepted_per_pass"],
-        verify_fraction=fraction,
+        verify_slope=slope,
         **terms,
     )
 
@@ -110,11 +117,13 @@ def report_lines(results):
         "Each speculative configuration ran beside its plain layer split (same round trip through the same proxy, the "
         "output layer on a worker on the coordinator's host in both), completions alternating. Acceptance is "
         "llama-server's (accepted / drafted); per pass: over the target's passes (generated - accepted tokens). The "
-        "prediction takes the drafted and accepted tokens per pass that were counted.",
+        "prediction takes the drafted and accepted tokens per pass that were counted, and what each verified token "
+        "added (verify slope, a fraction of one token's compute) to batches of 1 to "
+        f"{BATCH_PROBE_TOKENS} tokens timed on the plain pair.",
         "",
         "| configuration | speculation | prompt | rtt ms | acceptance | drafted/pass | accepted/pass | tok/s "
-        "| predicted | predicted/measured | output = pair |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| predicted | predicted/measured | verify slope | output = pair |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in shown:
         s = r.get("summary") or {}
@@ -128,7 +137,8 @@ def report_lines(results):
             f"| {r['name']} | {kind} | {r.get('prompt_name') or '-'} | {_fmt(rtt, 0)} "
             f"| {_fmt(s.get('acceptance'))} | {_fmt(s.get('drafted_per_pass'))} | {_fmt(s.get('accepted_per_pass'))} "
             f"| {_fmt(s.get('generation_tps'))} | {_fmt(s.get('predicted_tps'))} "
-            f"| {_fmt(s.get('predicted_over_measured'))} | {'-' if same is None else ('yes' if same else 'NO')} |"
+            f"| {_fmt(s.get('predicted_over_measured'))} | {_fmt(s.get('verify_slope'))} "
+            f"| {'-' if same is None else ('yes' if same else 'NO')} |"
         )
     return lines
 

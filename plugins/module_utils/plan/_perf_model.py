@@ -80,7 +80,7 @@ pass and the drafted tokens per pass directly (``speculative``'s ``accepted``; a
 text repeats, so its mean draft is shorter than its maximum). Per pass it costs::
 
     t_pass = (k + 1) * t_draft                                   (a draft model; 0 for the n-gram types)
-           + sum_i(read_i * max(1, (k + 1) * VERIFY_TOKEN_FRACTION))   (weights read once, compute grows with k)
+           + sum_i(read_i * (1 + k * VERIFY_TOKEN_SLOPE))       (weights read once, compute grows with k)
            + sum_workers(round_trips * (rtt_w + call_seconds) + (k + 1) * activations / throughput_w)
            + (k + 1) * logits / throughput_last
 
@@ -88,10 +88,12 @@ text repeats, so its mean draft is shorter than its maximum). Per pass it costs:
 trip and the draft's logits back. The draft model runs ``k`` passes one token after another and one batch that catches
 it up on the accepted tokens (``common/speculative.cpp``, draft-simple: ``k + 1``). The round trips of the
 verification are the plain token's: one per worker and pass, not per token, which is where a slow mesh gains.
-``VERIFY_TOKEN_FRACTION`` is a roofline: a node computes one token of a batch in that fraction of the time it takes to
-read its weights once, so a batch costs one read until ``(k + 1) * fraction`` exceeds 1. A single process's generation
-tokens/s over its prompt tokens/s (llama-server's ``timings``: a prompt is processed in batches, as a verification is)
-measures it.
+``VERIFY_TOKEN_SLOPE``: each token of a batch beyond its first adds that fraction of one token's time, measured as a
+batch of ``n`` tokens through an RPC worker against one token (``lab/tools/verify_cost.py``; the benchmark measures it
+on its own nodes, through the plain server beside each speculative one). Measured on Gemma 3 270M through a loopback
+worker, two threads: ``n`` = 2, 3, 4, 5, 9 cost 1.04-1.06, 1.12-1.13, 1.24-1.26, 1.60-1.61, 1.78-2.12 x one token,
+about 0.12 per extra token fitted through all of them. A batch is not a free read: the workers compute without
+repacked weights, and small batches there gain little over one token at a time.
 """
 
 from __future__ import annotations
@@ -108,11 +110,11 @@ RPC_COMPUTE_FACTOR = 1.0
 TENSOR_SYNCS_PER_LAYER = 2
 
 
-#: Arithmetic time of one token of a batch as a fraction of the time a node takes to read its weights once (the
-#: roofline of a verification pass, module docstring): generation tokens/s over prompt tokens/s of one llama-server.
-#: Measured 0.170 and 0.176 on Gemma 3 270M Q4_K_M, one thread, a 60-token prompt, on the project's build machines
-#: (tests/integration/test_speculative_identity.py prints it); not yet on the bench lab's nodes.
-VERIFY_TOKEN_FRACTION = 0.17
+#: What each token of a verification batch beyond its first adds, as a fraction of one token's time (module
+#: docstring): a least-squares fit through the origin of (n - 1, cost(n) / cost(1) - 1) over ``verify_cost.py``'s
+#: batches through one RPC worker on this project's machines (n = 2, 3, 4, 5, 9: 0.118); the benchmark measures its
+#: own nodes' (``_bench_spec.verify_slope``).
+VERIFY_TOKEN_SLOPE = 0.12
 
 
 def round_trips_per_token(workers, split_mode="layer", layers=1):
@@ -211,7 +213,7 @@ def speculative(
     activation_bytes=0,
     logits_bytes=0,
     shared_bandwidth=0.0,
-    verify_fraction=VERIFY_TOKEN_FRACTION,
+    verify_slope=VERIFY_TOKEN_SLOPE,
     call_seconds=RPC_CALL_SECONDS,
     compute_factor=RPC_COMPUTE_FACTOR,
     accepted=None,
@@ -223,9 +225,10 @@ def speculative(
     were (``accepted_per_pass``); ``accepted``: instead of it, the accepted tokens per pass a benchmark counted (its
     accepted tokens over its passes); ``draft``: the draft model, ``{bytes, bandwidth}`` (weights read per draft
     token, bytes/s) and, on a worker, ``rtt``, ``throughput``, ``burst`` and ``logits_bytes``; None for the n-gram
-    types (drafting costs nothing). ``activation_bytes``/``logits_bytes``: per token, as ``predict``'s. Returns
-    ``predict``'s keys (per generated token) and ``tokens_per_pass``, ``draft_seconds``, ``verify_seconds`` (per
-    pass)."""
+    types (drafting costs nothing). ``activation_bytes``/``logits_bytes``: per token, as ``predict``'s;
+    ``verify_slope``: what each drafted token adds to the verification's compute, as a fraction of one token's
+    (``VERIFY_TOKEN_SLOPE``). Returns ``predict``'s keys (per generated token) and ``tokens_per_pass``,
+    ``draft_seconds``, ``verify_seconds`` (per pass)."""
     if accepted is None and acceptance is None:
         raise ValueError("speculative decoding's prediction needs an acceptance rate or the accepted tokens per pass")
     if accepted is not None and not 0.0 <= float(accepted) <= max(float(drafted), 0.0):
@@ -240,7 +243,7 @@ def speculative(
         call_seconds=call_seconds,
         compute_factor=compute_factor,
     )
-    compute = one["compute_seconds"] * max(1.0, batch * float(verify_fraction))
+    compute = one["compute_seconds"] * (1.0 + float(verify_slope) * float(drafted))
     drafting = 0.0
     if draft:
         bandwidth = float(draft.get("bandwidth") or 0)

@@ -105,8 +105,10 @@ def test_speculation_on_paper_beats_the_plain_split_at_the_default_draft_and_is_
         low, high = rows[(mbit, 0.5)], rows[(mbit, 0.7)]
         assert low["plain_tps"] < low["draft_max"][3]["tokens_per_second"] < high["draft_max"][3]["tokens_per_second"]
         assert low["draft_max"][3]["tokens_per_pass"] == pytest.approx(1.875)
-    # A verification of 8 tokens computes longer than it reads (8 x 0.17 > 1): k = 7 is slower than k = 5.
-    assert rows[(100, 0.7)]["draft_max"][7]["tokens_per_second"] < rows[(100, 0.7)]["draft_max"][5]["tokens_per_second"]
+    # Each drafted token adds VERIFY_TOKEN_SLOPE of a token's compute, which outgrows what it yields: k = 7 is slower
+    # than k = 5, and k = 5 than k = 3.
+    tps = [rows[(100, 0.7)]["draft_max"][k]["tokens_per_second"] for k in (3, 5, 7)]
+    assert tps[0] > tps[1] > tps[2]
     page = seed_paper.OUT.read_text(encoding="utf-8")
     assert "## Speculative decoding" in page and "| seed, measured | - | 0.52 | - | - | - |" in page
     paper = seed_paper.summary_json()

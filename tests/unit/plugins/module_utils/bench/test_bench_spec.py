@@ -78,19 +78,60 @@ def test_greedy_outputs_are_compared_with_the_pairs_back_to_back_completion():
     assert _bench_spec.same_as_pair(mine, []) is None
 
 
-def test_the_verification_fraction_is_the_single_processs_generation_over_its_prompt_rate():
-    assert _bench_spec.verify_fraction({"summary": {"generation_tps": 30.0, "prompt_tps": 150.0}}) == 0.2
-    assert _bench_spec.verify_fraction({"summary": {"generation_tps": 30.0}}) == perf.VERIFY_TOKEN_FRACTION
-    assert _bench_spec.verify_fraction(None) == perf.VERIFY_TOKEN_FRACTION
+def test_the_verify_slope_is_what_each_token_of_a_timed_batch_added_over_one_tokens_compute():
+    """Batches of 1, 2, 3 tokens in 100, 110, 120 ms: 10 ms per token beyond the first, 0.2 of a 50 ms token."""
+    costs = [{"tokens": 1, "ms": 100.0}, {"tokens": 2, "ms": 110.0}, {"tokens": 3, "ms": 120.0}]
+    assert _bench_spec.verify_slope(costs, 0.05) == pytest.approx(0.2)
+    # A least-squares fit through the origin: (1, 5) and (2, 20) give (5 + 40) / 5 = 9 ms per token.
+    uneven = [{"tokens": 1, "ms": 100.0}, {"tokens": 2, "ms": 105.0}, {"tokens": 3, "ms": 120.0}]
+    assert _bench_spec.verify_slope(uneven, 0.09) == pytest.approx(0.1)
+    assert _bench_spec.verify_slope([{"tokens": 1, "ms": 100.0}, {"tokens": 2, "ms": 90.0}], 0.05) == 0.0
+    for nothing in (None, [], [{"tokens": 2, "ms": 110.0}], [{"tokens": 1, "ms": 100.0}]):
+        assert _bench_spec.verify_slope(nothing, 0.05) == perf.VERIFY_TOKEN_SLOPE
+    assert _bench_spec.verify_slope(costs, 0.0) == perf.VERIFY_TOKEN_SLOPE
+
+
+def test_a_batch_is_timed_from_the_servers_own_prompt_timings():
+    """batch_costs sends the first n token ids of a tokenized prompt without the prompt cache, n = 1 .. largest, one
+    untimed round first and then the sizes in turn, and takes the median prompt_ms; a server that computed another
+    number of tokens is an error, not a figure."""
+    sent = []
+    # Per round: the untimed one slow (a new batch size builds its graph), then 0, 5 and 1 ms of noise.
+    noise = [500.0, 0.0, 5.0, 1.0]
+
+    def server(url, body):
+        sent.append((url.rsplit("/", 1)[1], body))
+        if url.endswith("/tokenize"):
+            return 200, {"tokens": list(range(100, 120))}
+        n = len(body["prompt"])
+        return 200, {"timings": {"prompt_n": n, "prompt_ms": 50.0 + 10 * n + noise[(len(sent) - 2) // 3]}}
+
+    costs = _bench.batch_costs("http://x", 3, 3, post=server)
+    assert costs == [{"tokens": 1, "ms": 61.0}, {"tokens": 2, "ms": 71.0}, {"tokens": 3, "ms": 81.0}]
+    completions = [body for kind, body in sent if kind == "completion"]
+    assert len(completions) == 12 and all(b["cache_prompt"] is False and b["n_predict"] == 1 for b in completions)
+    assert [b["prompt"] for b in completions[:4]] == [[100], [100, 101], [100, 101, 102], [100]]
+
+    def cached(url, body):
+        if url.endswith("/tokenize"):
+            return 200, {"tokens": list(range(10))}
+        return 200, {"timings": {"prompt_n": 1, "prompt_ms": 5.0}}
+
+    with pytest.raises(RuntimeError, match="a batch of 2 tokens: HTTP 200, 1 tokens computed"):
+        _bench.batch_costs("http://x", 3, 1, post=cached)
+    with pytest.raises(RuntimeError, match="/tokenize gave 2 tokens"):
+        _bench.batch_costs("http://x", 3, 1, post=lambda url, body: (200, {"tokens": [1, 2]}))
 
 
 def test_the_report_predicts_a_speculative_pass_from_what_was_counted(run_module, tmp_path):
-    """Calibrated on single (10 tok/s, prompt 50 tok/s: a verified token costs 0.2 of a read): two workers 16 ms away;
-    the n-gram configuration drafted 4 and accepted 3 tokens per pass (4 passes of 16 tokens), its pair none."""
+    """Calibrated on single (10 tok/s: a token's compute is 0.1 s): two workers 16 ms away; the n-gram configuration
+    drafted 4 and accepted 3 tokens per pass (4 passes of 16 tokens), its pair none; batches on the pair took 5 ms more
+    per token (0.05 of a token's compute)."""
     single = {"name": "single", "rpc": [], "split_mode": "none", "summary": {}, "runs": [run(16)]}
     common = {"rpc": ["a:1", "b:1"], "split_mode": "layer", "proxy_delay_ms": 8}
     spec = {**common, "name": "spec-ngram", "speculative": dict(NGRAM, draft_read_bytes=0), "prompt_name": "code"}
     spec.update(runs=[run(16, 16, 12, tps=20.0, pair="p/0")], paired_with="spec-plain")
+    spec["batch_costs"] = [{"tokens": n, "ms": 100.0 + 5 * (n - 1)} for n in (1, 2, 3)]
     plain = {**common, "name": "spec-plain", "speculative": None, "paired_with_speculation": True}
     plain["runs"] = [run(16, tps=8.0, pair="p/0")]
     for result in (single, spec, plain):
@@ -103,12 +144,14 @@ def test_the_report_predicts_a_speculative_pass_from_what_was_counted(run_module
     assert not out.failed, out.result
     by_name = {r["name"]: r["summary"] for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"]}
     rtt = 0.016 + perf.RPC_CALL_SECONDS
-    # A pass: 5 tokens verified at 0.2 of a read each (1.0: one read, 0.1 s), 2 round trips; it yields 1 + 3 tokens.
-    assert by_name["spec-ngram"]["predicted_tps"] == pytest.approx(4 / (0.1 + 2 * rtt))
+    # A pass: 5 tokens verified, one token's compute (0.1 s) and 4 x 0.05 of it, 2 round trips; it yields 1 + 3 tokens.
+    assert by_name["spec-ngram"]["verify_slope"] == pytest.approx(0.05)
+    assert by_name["spec-ngram"]["predicted_tps"] == pytest.approx(4 / (0.1 * 1.2 + 2 * rtt))
     assert by_name["spec-plain"]["predicted_tps"] == pytest.approx(1 / (0.1 + 2 * rtt))
     markdown = out.result["markdown"]
     assert "## Speculative decoding" in markdown
     assert "| spec-ngram | ngram-simple | code | 16 | 0.75 | 4.00 | 3.00 | 20.00 |" in markdown
+    assert "| 0.05 | - |" in markdown.split("| spec-ngram | ngram-simple")[1].splitlines()[0]
     # Each speculative configuration's paired ratio to its plain pair, and the best one's against the target.
     assert "| spec-ngram / spec-plain (generation) (median of 1 paired completions) | 2.500 | - | - |" in markdown
     best = "| best speculative / plain, code, rtt 16 ms (spec-ngram) (median of 1 paired completions) | 2.500 | >= 2.00"

@@ -242,9 +242,9 @@ def test_the_standard_formula_is_the_mean_of_the_process_it_describes():
 
 def test_a_measured_accepted_per_pass_replaces_the_formula():
     nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.016} for n in "abc"]
-    measured = pm.speculative(nodes, 4, accepted=2.5, verify_fraction=0.1, **BARE)
+    measured = pm.speculative(nodes, 4, accepted=2.5, verify_slope=0.1, **BARE)
     assert measured["tokens_per_pass"] == 3.5
-    assert measured["seconds_per_token"] == pytest.approx((3 * 0.1 + 3 * 0.016) / 3.5)
+    assert measured["seconds_per_token"] == pytest.approx((3 * 0.1 * 1.4 + 3 * 0.016) / 3.5)
     # A benchmark's mean drafted tokens per pass may be fractional (an n-gram type drafts only where the text repeats).
     assert pm.speculative(nodes, 2.5, accepted=1.0, **BARE)["tokens_per_pass"] == 2.0
     with pytest.raises(ValueError, match="needs an acceptance rate or the accepted tokens per pass"):
@@ -266,8 +266,8 @@ def test_the_round_trips_are_paid_once_per_pass_and_the_weights_read_once():
     """Three workers 16 ms away: a plain token pays 3 round trips and reads 3 GB; a pass of 4 drafted tokens at
     acceptance 0.8 pays the same and yields 1 + 0.8 + 0.64 + 0.512 + 0.4096 tokens (n-gram drafting costs nothing)."""
     nodes = [{"name": n, "bytes": GB, "bandwidth": 10 * GB, "rtt": 0.016} for n in "abc"]
-    out = pm.speculative(nodes, 4, 0.8, verify_fraction=0.1, **BARE)
-    per_pass = 3 * 0.1 + 3 * 0.016  # 5 x 0.1 of a read is under one read: the batch costs one read
+    out = pm.speculative(nodes, 4, 0.8, verify_slope=0.0, **BARE)
+    per_pass = 3 * 0.1 + 3 * 0.016  # at slope 0 a batch costs one token's compute: one read of the weights
     tokens = 3.3616
     assert out["tokens_per_pass"] == pytest.approx(tokens)
     assert out["verify_seconds"] == pytest.approx(per_pass)
@@ -275,11 +275,17 @@ def test_the_round_trips_are_paid_once_per_pass_and_the_weights_read_once():
     assert out["tokens_per_second"] / pm.predict(nodes, "layer", **BARE)["tokens_per_second"] == pytest.approx(tokens)
 
 
-def test_the_verification_compute_grows_with_k_past_the_roofline():
+def test_each_drafted_token_adds_the_slope_of_a_tokens_compute_to_the_verification():
+    """One read of the weights (0.1 s) for the first token of the batch, then ``slope`` of it per drafted token: the
+    measured cost of batches through an RPC worker (VERIFY_TOKEN_SLOPE), not a free read up to a roofline."""
     nodes = [{"name": "a", "bytes": GB, "bandwidth": 10 * GB}]
-    assert pm.speculative(nodes, 9, 0.0, verify_fraction=0.1)["verify_seconds"] == pytest.approx(0.1)  # 10 x 0.1
-    assert pm.speculative(nodes, 19, 0.0, verify_fraction=0.1)["verify_seconds"] == pytest.approx(0.2)  # 20 x 0.1
-    assert pm.speculative(nodes, 3, 0.0, verify_fraction=0.5)["verify_seconds"] == pytest.approx(0.2)  # 4 x 0.5
+    assert pm.speculative(nodes, 0, 0.0, verify_slope=0.5)["verify_seconds"] == pytest.approx(0.1)
+    assert pm.speculative(nodes, 4, 0.0, verify_slope=0.5)["verify_seconds"] == pytest.approx(0.3)  # 1 + 4 x 0.5
+    assert pm.speculative(nodes, 8, 0.0)["verify_seconds"] == pytest.approx(0.1 * (1 + 8 * pm.VERIFY_TOKEN_SLOPE))
+    # The measured batches (n = 2, 3, 4, 5, 9 through one worker: 1.05, 1.125, 1.25, 1.605, 1.95 x one token) give it.
+    measured = {2: 1.05, 3: 1.125, 4: 1.25, 5: 1.605, 9: 1.95}
+    fit = sum((n - 1) * (c - 1) for n, c in measured.items()) / sum((n - 1) ** 2 for n in measured)
+    assert pm.VERIFY_TOKEN_SLOPE == pytest.approx(fit, abs=0.005)
 
 
 def test_the_activations_and_logits_of_every_verified_token_cross_the_links():

@@ -176,10 +176,12 @@ def test_speculation_is_predicted_with_and_without_at_the_assumed_acceptance():
     # Without: the plain prediction plus the logits back from the last worker (w2's 100 Mbit/s link), both ways.
     logits = 4000 / 12.5e6
     assert spec["without"]["seconds_per_token"] == pytest.approx(doc["speed"]["seconds_per_token"] + logits)
-    # With: the draft reads 30 MB on the coordinator's CPU 5 times; the pass reads every weight once and pays each
-    # worker's round trip once, with 5 tokens' activations and logits.
+    # With: the draft reads 30 MB on the coordinator's CPU 5 times; the pass reads every weight once (each of the 4
+    # drafted tokens adds VERIFY_TOKEN_SLOPE of a token's compute) and pays each worker's round trip once, with 5
+    # tokens' activations and logits.
     draft = 5 * 30 * MB / 10e9
-    verify = doc["speed"]["compute_seconds"] + (0.0001 + 0.002 + 2 * perf.RPC_CALL_SECONDS)
+    verify = doc["speed"]["compute_seconds"] * (1 + 4 * perf.VERIFY_TOKEN_SLOPE)
+    verify += 0.0001 + 0.002 + 2 * perf.RPC_CALL_SECONDS
     verify += 5 * (4000 / 125e6 + 4000 / 12.5e6) + 5 * logits
     assert spec["with"]["seconds_per_token"] == pytest.approx((draft + verify) / TOKENS)
     assert spec["speedup"] == pytest.approx(spec["with"]["tokens_per_second"] / spec["without"]["tokens_per_second"])
