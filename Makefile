@@ -27,7 +27,7 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 
-.PHONY: demo noop-profile bench bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
+.PHONY: demo noop-profile bench bench-lab bench-switch bench-down test test-cluster test-webui setup lint ruff yamllint ansible-lint sanity unit integration matrix molecule molecule-lanes lab-up lab-down clean
 
 demo: setup
 	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml
@@ -53,7 +53,8 @@ BENCH_MODEL ?= cache
 # The real model as lab/playbooks/real_model.yml fetches it (the user's cache), from which make bench cuts the lab's draft.
 REAL_MODEL = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llamarpc/real-model/gemma-3-270m-q4_k_m.gguf
 BENCH_VARS := lab/benchmarks/cluster.yml $(if $(filter real,$(BENCH_MODEL)),lab/benchmarks/real.yml)
-bench: setup
+# The bench lab up, its model written (or fetched) and the cluster deployed with site.yml.
+bench-lab: setup
 	@case "$(BENCH_MODEL)" in cache|real) ;; *) echo "BENCH_MODEL is cache or real, not $(BENCH_MODEL)" >&2; exit 2;; esac
 	$(PLAYBOOK) -i localhost, lab/playbooks/lab_up.yml -e @lab/benchmarks/lab.yml
 ifeq ($(BENCH_MODEL),real)
@@ -63,11 +64,25 @@ else
 	$(BIN)/python lab/tools/tiny_gguf.py --out .cache/bench-model --preset $(BENCH_MODEL) --shards 2 >/dev/null
 endif
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/site.yml $(BENCH_VARS:%=-e @%)
+
+bench: bench-lab
 	$(BIN)/python tools/seed_paper.py --json .cache/seed-paper.json
 	$(PLAYBOOK) -i $(BENCH_INVENTORY) playbooks/benchmark.yml $(BENCH_VARS:%=-e @%) -e llama_benchmark_shared_bandwidth_nodes=1 \
 		-e llama_benchmark_paper=$(CURDIR)/.cache/seed-paper.json \
 		-e llama_benchmark_results_dir=$(CURDIR)/benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-$(BENCH_MODEL) \
 		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": [$(subst $(space),$(comma),$(BENCH_VARS:%="$(CURDIR)/%"))]}' $(BENCH_ARGS)
+
+# The day-2 switches on the bench lab (lab/tools/switch_bench.py): a model switch and a llama.cpp switch, each staged
+# and as a plain redeploy, and their rollbacks, with a client sending a completion a second; the other model files are
+# the synthetic model's weights in 3 and in 4 shards (BENCH_MODEL=cache only). Report in benchmarks/results/<time>-switch/.
+bench-switch: BENCH_MODEL = cache
+bench-switch: bench-lab
+	$(BIN)/python lab/tools/tiny_gguf.py --out .cache/switch-plain --preset cache --shards 3 >/dev/null
+	$(BIN)/python lab/tools/tiny_gguf.py --out .cache/switch-staged --preset cache --shards 4 >/dev/null
+	$(BIN)/python lab/tools/switch_bench.py --inventory $(BENCH_INVENTORY) $(BENCH_VARS:%=-e @%) \
+		--plain-files '.cache/switch-plain/*-of-*.gguf' --staged-files '.cache/switch-staged/*-of-*.gguf' \
+		--bridge $$($(BIN)/python -c "import yaml; print(yaml.safe_load(open('lab/benchmarks/lab.yml'))['lab_bridge'])") \
+		--out benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-switch
 
 bench-down:
 	$(PLAYBOOK) -i localhost, lab/playbooks/lab_down.yml -e @lab/benchmarks/lab.yml

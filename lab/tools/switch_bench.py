@@ -1,0 +1,249 @@
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The day-2 switches on a deployed lab, each beside a plain redeploy, with a client sending one completion a second.
+
+Every phase runs with ``switch_probe``'s client against the coordinator and records the seconds without an answer,
+the requests that failed other than with a 503 carrying Retry-After, and the bytes the controller sent over the lab's
+bridge (every model file, build archive and Ansible module the run shipped; the no-op rerun's bytes are the floor
+that Ansible alone sends). In order:
+
+- ``noop``: site.yml, nothing changed (the floor);
+- ``restart``: llama-server restarted by hand, nothing changed: the warm load the targets compare with;
+- ``model-plain``: llama-server stopped, then site.yml with the model's files ``--plain-files`` (a plain redeploy);
+- ``model-back``: rollback.yml to the model before it;
+- ``model-staged``: site.yml with ``--staged-files`` (staged while serving, one restart);
+- ``model-rollback``: rollback.yml back to the first model (a rollback after a staged switch);
+- ``build-plain``, ``build-back``, ``build-staged``, ``build-rollback``: the same with the build in use repacked into
+  two other archives (another sha256, the same binaries), deployed as prebuilt builds; the plain one without the
+  workers' cutover (``llama_rpc_worker_cutover=false``).
+
+Two other file sets (``--plain-files``, ``--staged-files``: the same weights split differently is enough) keep each
+switch a download: the rollback keeps the previous model, so a set switched to before is already on the hosts.
+
+    python3 lab/tools/switch_bench.py --inventory inventories/bench/hosts.yml -e @lab/benchmarks/cluster.yml \\
+        --plain-files '.cache/switch-a/*.gguf' --staged-files '.cache/switch-b/*.gguf' --bridge llrpcmol9 --out DIR
+
+Writes DIR/switch.json and DIR/switch.md; prints the table. Traffic: the lab's hosts only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "molecule" / "_shared")]
+
+import switch_probe  # noqa: E402 - beside this file
+from llama_builds import INSTALL_DIR, cached_archive, key_of, repack  # noqa: E402 - the scenarios' build helpers
+
+#: What the targets ask (issue text, README's day-2 table): a staged switch's downtime at most this many warm loads.
+DOWNTIME_TARGET = 1.2
+SERVER_UNIT = "llamarpc-server"
+
+
+def probe_args(url, api_key):
+    """``switch_probe``'s options: one completion of 8 tokens a second, a request given 120 s."""
+    return argparse.Namespace(
+        url=url, api_key=api_key, prompt="The capital of France is", max_tokens=8, interval=1.0, timeout=120.0,
+        duration=0, log=None,
+    )  # fmt: skip
+
+
+def bridge_sent(bridge):
+    """Bytes the controller sent so far over the lab's bridge (to every lab host)."""
+    return int(Path(f"/sys/class/net/{bridge}/statistics/tx_bytes").read_text(encoding="ascii"))
+
+
+def measured(name, commands, probe_options, bridge, log_dir, settle=3.0):
+    """Run ``commands`` (argv lists, one after another, each to the end) with the probe running: the phase's record.
+    The probe goes on ``settle`` seconds after the last command (an answer after the switch ends the gap)."""
+    probe = switch_probe.Probe(probe_options)
+    summary = {}
+    thread = threading.Thread(target=lambda: summary.update(probe.run()), daemon=True)
+    sent, started = bridge_sent(bridge), time.monotonic()
+    thread.start()
+    codes = []
+    with open(log_dir / f"{name}.log", "w", encoding="utf-8") as log:
+        for argv in commands:
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            codes.append(subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False).returncode)
+    seconds = time.monotonic() - started
+    time.sleep(settle)
+    probe.stop.set()
+    thread.join()
+    return {"name": name, "seconds": round(seconds, 1), "rc": codes, "probe": summary,
+            "sent_bytes": bridge_sent(bridge) - sent}  # fmt: skip
+
+
+def rows(phases):
+    """The report's rows: each phase's downtime against the warm restart's, and its bytes over the no-op's."""
+    by_name = {p["name"]: p for p in phases}
+    warm = by_name.get("restart", {}).get("probe", {}).get("downtime_s")
+    floor = by_name.get("noop", {}).get("sent_bytes", 0)
+    out = []
+    for phase in phases:
+        probe = phase["probe"]
+        ratio = probe.get("downtime_s", 0) / warm if warm else None
+        out.append({
+            "name": phase["name"], "seconds": phase["seconds"], "ok": phase["rc"] and all(c == 0 for c in phase["rc"]),
+            "downtime_s": probe.get("downtime_s"), "downtime_over_warm": ratio,
+            "answers": probe.get("ok"), "busy": probe.get("busy"), "failed": probe.get("failed"),
+            "mb_over_noop": (phase["sent_bytes"] - floor) / 1e6,
+        })  # fmt: skip
+    return out
+
+
+def targets(table):
+    """Each target's verdict: staged switches within DOWNTIME_TARGET warm loads, no failed request in a staged switch
+    or a rollback, and a rollback that ships no more than the no-op did (1 MB of slack for Ansible's own variance)."""
+    verdicts = []
+    for row in table:
+        if row["name"].endswith("-staged"):
+            ratio = row["downtime_over_warm"]
+            verdicts.append((f"{row['name']}: downtime / warm restart <= {DOWNTIME_TARGET}",
+                             ratio is not None and ratio <= DOWNTIME_TARGET))  # fmt: skip
+        if row["name"].endswith(("-staged", "-rollback")):
+            verdicts.append((f"{row['name']}: no failed request (503 with Retry-After aside)", row["failed"] == 0))
+        if row["name"].endswith("-rollback"):
+            verdicts.append((f"{row['name']}: ships nothing over the no-op rerun", row["mb_over_noop"] <= 1.0))
+    return verdicts
+
+
+def markdown(table, verdicts, command):
+    def fmt(value, digits=1):
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    lines = [
+        "# Day-2 switches", "", f"`{command}`", "",
+        "| phase | run s | downtime s | / warm restart | answers | 503 | failed | MB over the no-op |",
+        "|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for row in table:
+        lines.append(
+            f"| {row['name']}{'' if row['ok'] else ' (FAILED)'} | {fmt(row['seconds'])} | {fmt(row['downtime_s'])} "
+            f"| {fmt(row['downtime_over_warm'], 2)} | {row['answers']} | {row['busy']} | {row['failed']} "
+            f"| {fmt(row['mb_over_noop'])} |"
+        )
+    lines += ["", "| target | met |", "|---|---|"]
+    lines += [f"| {name} | {'yes' if met else 'NO'} |" for name, met in verdicts]
+    return "\n".join(lines) + "\n"
+
+
+class Lab:
+    """The deployed lab: its inventory, the coordinator, and the commands a phase runs."""
+
+    def __init__(self, args):
+        self.args = args
+        data = yaml.safe_load(Path(args.inventory).read_text(encoding="utf-8"))["all"]
+        self.vars = data.get("vars") or {}
+        hosts = {}
+        for group in (data.get("children") or {}).values():
+            hosts.update((group or {}).get("hosts") or {})
+        coordinator = next(iter(data["children"]["coordinator"]["hosts"]))
+        address = (hosts.get(coordinator) or {}).get("ansible_host", coordinator)
+        self.coordinator = coordinator
+        self.url = args.url or f"http://{address}:{self.vars.get('llama_coordinator_port', 8080)}"
+        self.api_key = self.vars.get("llama_coordinator_api_key", "")
+        self.scratch = Path(tempfile.mkdtemp(prefix="switch-bench-"))
+
+    def extra(self, name, settings):
+        path = self.scratch / f"{name}.json"
+        path.write_text(json.dumps(settings), encoding="utf-8")
+        return ["-e", f"@{path}"]
+
+    def playbook(self, name, *more):
+        argv = ["ansible-playbook", "-i", self.args.inventory, str(ROOT / "playbooks" / name)]
+        return argv + [word for path in self.args.extra_vars for word in ("-e", path)] + list(more)
+
+    def adhoc(self, module, arguments, hosts=None):
+        return ["ansible", "-i", self.args.inventory, hosts or self.coordinator, "-b", "-m", module, "-a", arguments]
+
+    def stop_server(self):
+        return self.adhoc("ansible.builtin.systemd_service", f"name={SERVER_UNIT} state=stopped")
+
+    def running_build(self):
+        """The build key llama-server's binary comes from on the coordinator."""
+        out = subprocess.run(
+            self.adhoc("ansible.builtin.shell", f"readlink /proc/$(systemctl show -p MainPID --value {SERVER_UNIT})/exe"),
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return next(key_of(word) for word in out.split() if word.startswith(INSTALL_DIR))
+
+
+def files(pattern):
+    found = sorted(str(Path(p).resolve()) for p in glob.glob(pattern))
+    if not found:
+        raise SystemExit(f"no files match {pattern}")
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--inventory", required=True)
+    parser.add_argument("-e", dest="extra_vars", action="append", default=[], help="as ansible-playbook's -e")
+    parser.add_argument("--plain-files", required=True, help="glob: the model's files for the plain redeploy")
+    parser.add_argument("--staged-files", required=True, help="glob: the model's files for the staged switch")
+    parser.add_argument("--bridge", required=True, help="the lab's bridge on this controller")
+    parser.add_argument("--url", help="llama-server's base URL (default: the coordinator's address and port)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--skip-builds", action="store_true", help="the model's switches only")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lab = Lab(args)
+    options = probe_args(lab.url, lab.api_key)
+    plain, staged = files(args.plain_files), files(args.staged_files)
+    rollback = lab.playbook("rollback.yml")
+    steps = [
+        ("noop", [lab.playbook("site.yml")]),
+        ("restart", [lab.adhoc("ansible.builtin.systemd_service", f"name={SERVER_UNIT} state=restarted")]),
+        ("model-plain", [lab.stop_server(), lab.playbook("site.yml", *lab.extra("plain", {"llama_model_files": plain}))]),
+        ("model-back", [rollback + ["-e", "llamarpc_rollback=model"]]),
+        ("model-staged", [lab.playbook("site.yml", *lab.extra("staged", {"llama_model_files": staged}))]),
+        ("model-rollback", [rollback + ["-e", "llamarpc_rollback=model"]]),
+    ]  # fmt: skip
+    phases = []
+    for name, commands in steps:
+        phases.append(measured(name, commands, options, args.bridge, out))
+        print(json.dumps({k: phases[-1][k] for k in ("name", "seconds", "rc")}), flush=True)
+    if not args.skip_builds:
+        archive = cached_archive(lab.running_build())
+        builds = {}
+        for which in ("plain", "staged"):
+            (lab.scratch / which).mkdir()
+            path, checksum = repack(archive, lab.scratch / which)
+            builds[which] = {"llama_cpp_install_method": "prebuilt", "llama_cpp_prebuilt_archive": str(path),
+                             "llama_cpp_prebuilt_checksum": checksum}  # fmt: skip
+        plain_build = lab.extra("build-plain", {**builds["plain"], "llama_rpc_worker_cutover": False})
+        for name, commands in (
+            ("build-plain", [lab.stop_server(), lab.playbook("site.yml", *plain_build)]),
+            ("build-back", [rollback + lab.extra("build-back", builds["plain"]) + ["-e", "llamarpc_rollback=build"]]),
+            ("build-staged", [lab.playbook("site.yml", *lab.extra("build-staged", builds["staged"]))]),
+            ("build-rollback", [rollback + lab.extra("build-rollback", builds["staged"]) + ["-e", "llamarpc_rollback=build"]]),
+        ):
+            phases.append(measured(name, commands, options, args.bridge, out))
+            print(json.dumps({k: phases[-1][k] for k in ("name", "seconds", "rc")}), flush=True)
+    table = rows(phases)
+    verdicts = targets(table)
+    command = " ".join(["python3", "lab/tools/switch_bench.py", *(argv if argv is not None else sys.argv[1:])])
+    (out / "switch.json").write_text(json.dumps({"phases": phases, "rows": table, "targets": verdicts}, indent=2))
+    text = markdown(table, verdicts, command)
+    (out / "switch.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0 if all(row["ok"] for row in table) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
