@@ -158,9 +158,9 @@ class Lab:
         self.api_key = self.vars.get("llama_coordinator_api_key", "")
         self.scratch = Path(tempfile.mkdtemp(prefix="switch-bench-"))
 
-    def extra(self, name, settings):
+    def settings(self, name, values):
         path = self.scratch / f"{name}.json"
-        path.write_text(json.dumps(settings), encoding="utf-8")
+        path.write_text(json.dumps(values), encoding="utf-8")
         return ["-e", f"@{path}"]
 
     def playbook(self, name, *more):
@@ -175,10 +175,9 @@ class Lab:
 
     def running_build(self):
         """The build key llama-server's binary comes from on the coordinator."""
-        out = subprocess.run(
-            self.adhoc("ansible.builtin.shell", f"readlink /proc/$(systemctl show -p MainPID --value {SERVER_UNIT})/exe"),
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+        pid = f"$(systemctl show -p MainPID --value {SERVER_UNIT})"
+        argv = self.adhoc("ansible.builtin.shell", f"readlink /proc/{pid}/exe")
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
         return next(key_of(word) for word in out.split() if word.startswith(INSTALL_DIR))
 
 
@@ -205,15 +204,17 @@ def main(argv=None):
     lab = Lab(args)
     options = probe_args(lab.url, lab.api_key)
     plain, staged = files(args.plain_files), files(args.staged_files)
-    rollback = lab.playbook("rollback.yml")
+    back = {kind: lab.playbook("rollback.yml", "-e", f"llamarpc_rollback={kind}") for kind in ("model", "build")}
+    to_plain = lab.playbook("site.yml", *lab.settings("plain", {"llama_model_files": plain}))
+    to_staged = lab.playbook("site.yml", *lab.settings("staged", {"llama_model_files": staged}))
     steps = [
         ("noop", [lab.playbook("site.yml")]),
         ("restart", [lab.adhoc("ansible.builtin.systemd_service", f"name={SERVER_UNIT} state=restarted")]),
-        ("model-plain", [lab.stop_server(), lab.playbook("site.yml", *lab.extra("plain", {"llama_model_files": plain}))]),
-        ("model-back", [rollback + ["-e", "llamarpc_rollback=model"]]),
-        ("model-staged", [lab.playbook("site.yml", *lab.extra("staged", {"llama_model_files": staged}))]),
-        ("model-rollback", [rollback + ["-e", "llamarpc_rollback=model"]]),
-    ]  # fmt: skip
+        ("model-plain", [lab.stop_server(), to_plain]),
+        ("model-back", [back["model"]]),
+        ("model-staged", [to_staged]),
+        ("model-rollback", [back["model"]]),
+    ]
     phases = []
     for name, commands in steps:
         phases.append(measured(name, commands, options, args.bridge, out))
@@ -226,12 +227,13 @@ def main(argv=None):
             path, checksum = repack(archive, lab.scratch / which)
             builds[which] = {"llama_cpp_install_method": "prebuilt", "llama_cpp_prebuilt_archive": str(path),
                              "llama_cpp_prebuilt_checksum": checksum}  # fmt: skip
-        plain_build = lab.extra("build-plain", {**builds["plain"], "llama_rpc_worker_cutover": False})
+        # A build rollback keeps the inventory's model, and its inventory names the build in use (as a user's does).
+        plain_build = lab.settings("build-plain", {**builds["plain"], "llama_rpc_worker_cutover": False})
         for name, commands in (
             ("build-plain", [lab.stop_server(), lab.playbook("site.yml", *plain_build)]),
-            ("build-back", [rollback + lab.extra("build-back", builds["plain"]) + ["-e", "llamarpc_rollback=build"]]),
-            ("build-staged", [lab.playbook("site.yml", *lab.extra("build-staged", builds["staged"]))]),
-            ("build-rollback", [rollback + lab.extra("build-rollback", builds["staged"]) + ["-e", "llamarpc_rollback=build"]]),
+            ("build-back", [back["build"] + lab.settings("build-back", builds["plain"])]),
+            ("build-staged", [lab.playbook("site.yml", *lab.settings("build-staged", builds["staged"]))]),
+            ("build-rollback", [back["build"] + lab.settings("build-rollback", builds["staged"])]),
         ):
             phases.append(measured(name, commands, options, args.bridge, out))
             print(json.dumps({k: phases[-1][k] for k in ("name", "seconds", "rc")}), flush=True)
