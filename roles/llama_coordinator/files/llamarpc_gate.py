@@ -40,9 +40,10 @@ def handler(retry_after):
 
     class Gate(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        server_version = "llamarpc-gate"
-        sys_version = ""
         timeout = CLIENT_TIMEOUT
+
+        def version_string(self):
+            return "llamarpc-gate"
 
         def answer(self):
             self.discard_body()
