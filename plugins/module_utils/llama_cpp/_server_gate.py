@@ -69,11 +69,11 @@ def ruleset(table, address, port, gate_port):
     return (
         f"table inet {table} {{\n"
         "  chain prerouting {\n"
-        "    type nat hook prerouting priority dstnat; policy accept;\n"
+        "    type nat hook prerouting priority -100; policy accept;\n"
         f"    {rule}\n"
         "  }\n"
         "  chain output {\n"
-        "    type nat hook output priority dstnat; policy accept;\n"
+        "    type nat hook output priority -100; policy accept;\n"
         "    meta skuid 0 return\n"
         f"    {rule}\n"
         "  }\n"

@@ -44,7 +44,7 @@ def test_the_ruleset_sends_only_new_connections_to_the_gate_and_exempts_roots_ow
     rule = "ip daddr 10.213.0.11 tcp dport 8080 tcp flags & (syn | ack) == syn dnat ip to 10.213.0.11:8081"
     assert text.startswith("table inet llamarpc_gate {\n")
     assert text.count(rule) == 2, text  # prerouting (other hosts) and output (local clients)
-    assert "type nat hook prerouting priority dstnat" in text and "type nat hook output priority dstnat" in text
+    assert "type nat hook prerouting priority -100" in text and "type nat hook output priority -100" in text
     output = text[text.index("chain output") :]
     assert output.index("meta skuid 0 return") < output.index(rule), "root's connections must pass before the rule"
     assert "meta skuid" not in text[: text.index("chain output")], "a remote client has no local uid"
