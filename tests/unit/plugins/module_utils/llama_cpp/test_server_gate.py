@@ -25,6 +25,8 @@ LISTEN_8080 = "   0: 0B00D50A:1F90 00000000:0000 0A 00000000:00000000 00:0000000
 LISTEN_8081 = "   1: 0B00D50A:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n"
 OPEN_8080 = "   2: 0B00D50A:1F90 0C00D50A:C3C4 01 00000000:00000000 00:00000000 00000000\n"
 WAITING_8080 = "   3: 0B00D50A:1F90 0C00D50A:C3C5 06 00000000:00000000 00:00000000 00000000\n"
+#: The wildcard address (llama-server on every address); only parsed here, nothing binds it.
+EVERY = "0.0.0.0"  # noqa: S104
 PARAMS = {
     "state": "open",
     "address": "10.213.0.11",
@@ -54,7 +56,7 @@ def test_the_ruleset_for_ipv6_and_for_every_address():
     assert "ip6 daddr fd00::b tcp dport 8080 tcp flags & (syn | ack) == syn dnat ip6 to [fd00::b]:8081" in (
         gate.ruleset("g", "fd00::b", 8080, 8081)
     )
-    assert "tcp dport 8080 tcp flags & (syn | ack) == syn redirect to :8081" in gate.ruleset("g", "0.0.0.0", 8080, 8081)
+    assert "tcp dport 8080 tcp flags & (syn | ack) == syn redirect to :8081" in gate.ruleset("g", EVERY, 8080, 8081)
 
 
 def test_sockets_read_ipv4_and_mapped_ipv6_and_count_only_connections_that_may_carry_a_request():
@@ -63,7 +65,7 @@ def test_sockets_read_ipv4_and_mapped_ipv6_and_count_only_connections_that_may_c
     assert gate.listening(found, "10.213.0.11", 8080)
     assert not gate.listening(found, "10.213.0.11", 8081)
     assert not gate.listening(found, "10.213.0.12", 8080)
-    assert gate.listening(found, "0.0.0.0", 8080)
+    assert gate.listening(found, EVERY, 8080)
     # The established IPv4 one and the mapped IPv6 one; TIME_WAIT and LISTEN are not connections that carry requests.
     assert gate.open_connections(found, "10.213.0.11", 8080) == 2
     assert gate.open_connections(found, "10.213.0.11", 8081) == 0
