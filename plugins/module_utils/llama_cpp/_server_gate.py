@@ -23,7 +23,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import subprocess
 import time
 import urllib.error
 
@@ -174,18 +173,16 @@ class GateError(Exception):
 
 
 class Host:
-    """What the gate does on the host: nft and systemctl, /proc/net/tcp, llama-server's /slots (tests replace it)."""
+    """What the gate does on the host: nft and systemctl (through ``run_command``, AnsibleModule's), /proc/net/tcp,
+    llama-server's /slots (tests replace it)."""
 
-    def __init__(self, table):
+    def __init__(self, table, run_command):
         self.table = table
+        self.run_command = run_command
 
-    @staticmethod
-    def _run(argv, stdin=None):
-        try:
-            done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)  # noqa: S603
-        except FileNotFoundError as exc:
-            raise GateError(f"{argv[0]} is not installed: {exc}") from exc
-        return done.returncode, (done.stderr or done.stdout).strip()
+    def _run(self, argv, stdin=None):
+        rc, out, err = self.run_command(argv, data=stdin)
+        return rc, (err or out).strip()
 
     @staticmethod
     def nft():
@@ -286,7 +283,7 @@ def gate(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
 
 def run_module(module):
     try:
-        return gate(module.params, module.check_mode, Host(module.params["table"]))
+        return gate(module.params, module.check_mode, Host(module.params["table"], module.run_command))
     except GateError as exc:
         module.fail_json(msg=str(exc))
     except ValueError as exc:

@@ -227,3 +227,24 @@ def test_the_responder_answers_every_request_with_503_retry_after_and_an_openai_
         error = json.loads(text)["error"]
         assert error["code"] == 503 and error["type"] == "unavailable_error"
         assert "retry after 7 s" in error["message"]
+
+
+def test_the_host_reads_a_missing_table_as_closed_and_anything_else_nft_says_as_an_error(monkeypatch):
+    monkeypatch.setattr(gate.shutil, "which", lambda name, path=None: "/usr/sbin/nft")
+    said = {"rc": 1, "err": "Error: No such file or directory\nlist table inet llamarpc_gate\n"}
+    calls = []
+
+    def run_command(argv, data=None):
+        calls.append((argv, data))
+        return said["rc"], "", said["err"]
+
+    host = gate.Host("llamarpc_gate", run_command)
+    assert host.table_present() is False
+    said.update(rc=1, err="Error: Operation not permitted")
+    with pytest.raises(gate.GateError, match="not permitted"):
+        host.table_present()
+    said.update(rc=0, err="")
+    host.load("table inet llamarpc_gate {}\n")
+    assert calls[-1] == (["/usr/sbin/nft", "-f", "-"], "table inet llamarpc_gate {}\n")
+    monkeypatch.setattr(gate.shutil, "which", lambda name, path=None: None)
+    assert host.table_present() is False  # no nft on the host: no table either
