@@ -135,6 +135,10 @@ def client():
 def through_switch(answers):
     """The failures of a client's answers through a switch (empty when it all holds): every answer clear, and the
     switch seen - answers before it and a 503 of the gate during it."""
+    counts = {}
+    for status, _retry_after, _said in answers:
+        counts[status] = counts.get(status, 0) + 1
+    print(f"\na client through the switch: {len(answers)} answers, by status {counts}")
     problems = [f"answer {n}: {answer}" for n, answer in enumerate(answers) if not clear(answer)]
     if not any(answer[0] == 200 for answer in answers):
         problems.append(f"no completion came back: {answers[:5]}")
