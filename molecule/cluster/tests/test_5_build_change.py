@@ -186,7 +186,8 @@ def test_a_new_build_cuts_over_once_and_a_build_rollback_goes_back_without_a_bui
     with client() as answers:
         result = playbook(inventory_copy(tmp_path / "forward", with_settings(new_build)))
     assert result.returncode == 0, result.stdout[-3000:]
-    assert through_switch(answers) == []
+    problems = through_switch(answers)
+    assert not problems, "\n".join(problems)
     after = state()
     assert cut_over(before, after, second) == []
     assert ids() == reference
@@ -198,7 +199,8 @@ def test_a_new_build_cuts_over_once_and_a_build_rollback_goes_back_without_a_bui
     with client() as answers:
         result = playbook(inventory, "-e", "llamarpc_rollback=build", name="rollback.yml")
     assert result.returncode == 0, result.stdout[-3000:]
-    assert through_switch(answers) == []
+    problems = through_switch(answers)
+    assert not problems, "\n".join(problems)
     assert "Build llama.cpp" not in result.stdout and "Look up the controller's cache of builds" not in result.stdout
     assert controller_cache() == cache, "the controller's cache changed in a build rollback"
     rolled = state()
