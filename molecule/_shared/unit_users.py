@@ -32,8 +32,11 @@ ROOT_UNITS = {
     ),
 }
 #: Units that share another unit's user by design, the unit whose user they share: the cache pruner works on the
-#: worker's tensor cache.
-SHARES_USER_OF = {"llamarpc-rpc-worker-cache-prune.service": "llamarpc-rpc-worker.service"}
+#: worker's tensor cache; the gate answers llama-server's clients while a play restarts it.
+SHARES_USER_OF = {
+    "llamarpc-rpc-worker-cache-prune.service": "llamarpc-rpc-worker.service",
+    "llamarpc-server-gate.service": "llamarpc-server.service",
+}
 #: Capability numbers (linux/capability.h) of the names ROOT_UNITS allows, to read a process's CapBnd mask.
 CAPABILITY_BITS = {"cap_net_admin": 12, "cap_net_raw": 13, "cap_sys_admin": 21}
 

@@ -4,14 +4,22 @@ that serve keep their old binaries while the run stages everything else; at the 
 stops before the first worker restarts on the new build and starts once after the last one did, so it never talks to a
 worker of another llama.cpp and the switch costs one load. ``rollback.yml -e llamarpc_rollback=build`` goes back the
 same way with nothing built or fetched (the controller's cache as it was). Greedy token ids stay those of the model
-before the change. The teardown deploys the scenario's own build again (the converge's run)."""
+before the change. Through both switches a client of another host (the controller, through node1's bridge) sends one
+small completion after another: each gets an answer, or a 503 with Retry-After from the coordinator's gate, never a
+refused, reset, empty or unanswered request. The teardown deploys the scenario's own build again (the converge's
+run)."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
+import threading
+
 import pytest
 import testinfra.utils.ansible_runner
-from clusterlib import inventory_copy, playbook, restarts
-from labtest import INVENTORY, lab
+from clusterlib import API_KEY, PORT, greedy, inventory_copy, playbook, restarts
+from labtest import INVENTORY, address, lab
 from llama_builds import cached_archive, controller_cache, key_of, repack
 from test_5_model_change import ids, record
 
@@ -71,6 +79,74 @@ def cut_over(before, after, key):
     return problems
 
 
+def ask(timeout=600):
+    """One small completion from the controller to the coordinator's public address: (status, Retry-After, the
+    number of tokens or the body's start), or (None, None, what went wrong) when no HTTP answer came. A slow answer is
+    still an answer: the timeout only guards against a hang (a loaded machine)."""
+    connection = http.client.HTTPConnection(address("node1"), PORT, timeout=timeout)
+    try:
+        connection.request(
+            "POST",
+            "/completion",
+            json.dumps(greedy("The capital of France is", 2)),
+            {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+        )
+        response = connection.getresponse()
+        body = response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"
+    finally:
+        connection.close()
+    try:
+        said = json.loads(body).get("tokens_predicted", body[:200])
+    except (ValueError, AttributeError):
+        said = body[:200]
+    return response.status, response.getheader("Retry-After"), said
+
+
+def clear(answer):
+    """Whether an answer is one a client can act on: 200 with tokens, or 503 that says when to retry."""
+    status, retry_after, said = answer
+    return (status == 200 and isinstance(said, int) and said > 0) or (
+        status == 503 and retry_after is not None and retry_after.isdigit()
+    )
+
+
+@contextlib.contextmanager
+def client():
+    """A client that asks again and again (one request in flight, a second's pause) until the block ends: yields the
+    list of its answers, which it keeps filling."""
+    answers, stop = [], threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            answers.append(ask())
+            stop.wait(1)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield answers
+    finally:
+        stop.set()
+        thread.join(timeout=700)
+
+
+def through_switch(answers):
+    """The failures of a client's answers through a switch (empty when it all holds): every answer clear, and the
+    switch seen - answers before it and a 503 of the gate during it."""
+    counts = {}
+    for status, _retry_after, _said in answers:
+        counts[status] = counts.get(status, 0) + 1
+    print(f"\na client through the switch: {len(answers)} answers, by status {counts}")
+    problems = [f"answer {n}: {answer}" for n, answer in enumerate(answers) if not clear(answer)]
+    if not any(answer[0] == 200 for answer in answers):
+        problems.append(f"no completion came back: {answers[:5]}")
+    if not any(answer[0] == 503 for answer in answers):
+        problems.append(f"no 503 with Retry-After: the client never met the switch ({len(answers)} answers)")
+    return problems
+
+
 def with_settings(settings):
     def edit(data):
         data["vars"].update(settings)
@@ -107,8 +183,11 @@ def test_a_new_build_cuts_over_once_and_a_build_rollback_goes_back_without_a_bui
         "llama_model_files": model_files,
     }
     (tmp_path / "forward").mkdir()
-    result = playbook(inventory_copy(tmp_path / "forward", with_settings(new_build)))
+    with client() as answers:
+        result = playbook(inventory_copy(tmp_path / "forward", with_settings(new_build)))
     assert result.returncode == 0, result.stdout[-3000:]
+    problems = through_switch(answers)
+    assert not problems, "\n".join(problems)
     after = state()
     assert cut_over(before, after, second) == []
     assert ids() == reference
@@ -117,8 +196,11 @@ def test_a_new_build_cuts_over_once_and_a_build_rollback_goes_back_without_a_bui
     cache = controller_cache()
     (tmp_path / "back").mkdir()
     inventory = inventory_copy(tmp_path / "back", with_settings(new_build))
-    result = playbook(inventory, "-e", "llamarpc_rollback=build", name="rollback.yml")
+    with client() as answers:
+        result = playbook(inventory, "-e", "llamarpc_rollback=build", name="rollback.yml")
     assert result.returncode == 0, result.stdout[-3000:]
+    problems = through_switch(answers)
+    assert not problems, "\n".join(problems)
     assert "Build llama.cpp" not in result.stdout and "Look up the controller's cache of builds" not in result.stdout
     assert controller_cache() == cache, "the controller's cache changed in a build rollback"
     rolled = state()

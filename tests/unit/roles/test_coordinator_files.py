@@ -30,6 +30,8 @@ PATHS = {
     "_llama_coordinator_env_file": "/etc/cluster.env",
     "_llama_coordinator_plan_file": "/etc/plan.json",
     "_llama_coordinator_hashes_file": "/etc/tensor-hashes.txt",
+    "_llama_coordinator_gate": "/lib/llamarpc_gate.py",
+    "_llama_coordinator_gate_unit": "svc-gate.service",
 }
 
 
@@ -50,6 +52,9 @@ def test_each_kind_of_file_has_the_label_of_what_its_change_calls_for():
         "/etc/systemd/system/svc.service": "units",
         "/etc/systemd/system/svc-supervisor.service": "units",
         "/etc/systemd/system/svc-supervisor.timer": "units",
+        # The gate's responder and unit: a daemon-reload, no restart of llama-server.
+        "/lib/llamarpc_gate.py": "gate",
+        "/etc/systemd/system/svc-gate.service": "gate",
         "/etc/plan.json": None,  # plan.json restarts nothing
         "/etc/tensor-hashes.txt": None,  # read at the next load; cluster.env's line for it restarts
     }
@@ -112,6 +117,7 @@ def test_the_key_file_is_its_own_no_log_task_that_restarts():
         ({"units": ["/etc/systemd/system/llamarpc-server.service"]}, True, False),
         ({"plan": ["/etc/llamarpc/coordinator/cluster.env"]}, False, True),
         ({"code": ["/usr/local/lib/llamarpc/coordinator/_atomic.py"]}, False, False),
+        ({"gate": ["/etc/systemd/system/llamarpc-server-gate.service"]}, True, False),
     ],
 )
 def test_a_daemon_reload_for_units_and_the_override_dropped_for_a_new_plan_only(changed_labels, reload, drop):
@@ -131,6 +137,8 @@ def test_a_daemon_reload_for_units_and_the_override_dropped_for_a_new_plan_only(
         (False, False, {"plan": ["cluster.env"]}, True),
         (False, False, {"code": ["llamarpc_supervisor.py"]}, True),
         (False, False, {"units": ["llamarpc-server.service"]}, True),
+        (False, False, {"gate": ["llamarpc-server-gate.service"]}, False),  # the gate's own files restart nothing
+        (False, False, {"gate": ["llamarpc_gate.py"], "units": ["llamarpc-server.service"]}, True),
     ],
 )
 def test_only_what_changed_restarts(key_changed, model_changed, changed_labels, restart):
@@ -189,7 +197,8 @@ def test_plan_json_is_written_only_when_a_new_plan_is_deployed(deploy_needed, fi
 @pytest.mark.parametrize(("timeout", "wait", "retries"), [(1800, 30, 60), (300, 30, 10), (10, 10, 1), (0, 1, 0)])
 def test_the_health_wait_is_cut_in_runs_of_30_s_at_most(timeout, wait, retries):
     service = yaml.safe_load((ROLE / "tasks/service.yml").read_text())
-    task = next(task for task in service if "llamarpc.cluster.llama_server_serving" in task)
+    gated = next(task for task in service if "block" in task and "always" in task)["block"]
+    task = next(task for task in gated if "llamarpc.cluster.llama_server_serving" in task)
     variables = {"llama_coordinator_health_timeout": timeout}
     got = render(VARS["_llama_coordinator_health_wait"], **variables)
     assert int(got) == wait

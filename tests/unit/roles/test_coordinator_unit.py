@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jinja2
 import worker_unit
+import yaml
 
 ROLE = Path(__file__).resolve().parents[3] / "roles/llama_coordinator"
 LOCAL = {"rpc": "", "args": "--device none --n-gpu-layers 0"}
@@ -85,3 +86,44 @@ def test_the_env_file_gives_llama_server_the_tensor_hashes_only_when_decided():
         worker_unit.directives(render("cluster.env.j2", SPREAD, _llama_coordinator_hashes={"environment": {}}))
     )
     assert "LLAMA_ARG_RPC_TENSOR_HASHES" not in unused
+
+
+def test_the_gate_runs_as_llama_servers_user_without_privileges():
+    text = render(
+        "gate.service.j2",
+        _llama_coordinator_gate="/usr/local/lib/llamarpc/coordinator/llamarpc_gate.py",
+        llama_coordinator_gate_port=8081,
+        llama_coordinator_gate_retry_after=10,
+    )
+    [argv] = worker_unit.commands(text, "ExecStart")
+    assert argv == [
+        "/usr/bin/python3",
+        "/usr/local/lib/llamarpc/coordinator/llamarpc_gate.py",
+        "--address",
+        "10.0.0.1",
+        "--port",
+        "8081",
+        "--retry-after",
+        "10",
+    ]
+    lines = set(text.splitlines())
+    assert {"User=llamarpc-server", "Group=llamarpc-server", "NoNewPrivileges=yes", "CapabilityBoundingSet="} <= lines
+    assert {"ProtectSystem=strict", "PrivateTmp=yes", "ProtectHome=yes"} <= lines
+    assert not [line for line in lines if line.startswith(("DynamicUser", "AmbientCapabilities=CAP", "[Install]"))]
+
+
+def test_the_restart_in_service_yml_is_gated_and_the_gate_always_goes():
+    service = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
+    [gated] = [task for task in service if "block" in task and "always" in task]
+    first, *rest = gated["block"]
+    assert first["llamarpc.cluster.llama_server_gate"]["state"] == "open"
+    assert "_llama_coordinator_restart_needed" in first["when"]
+    names = [task["name"] for task in rest]
+    assert names.index("Cutover to the new llama.cpp") < names.index("Apply unit and plan changes before (re)starting")
+    assert "llamarpc.cluster.llama_server_serving" in rest[-1]
+    [close] = gated["always"]
+    assert close["llamarpc.cluster.llama_server_gate"]["state"] == "closed" and "when" not in close
+    restart = yaml.safe_load((ROLE / "tasks" / "restart.yml").read_text())
+    [gated] = [task for task in restart if "block" in task]
+    assert gated["block"][0]["llamarpc.cluster.llama_server_gate"]["state"] == "open"
+    assert [task["llamarpc.cluster.llama_server_gate"]["state"] for task in gated["always"]] == ["closed"]

@@ -1,0 +1,290 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llamarpc.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gate in front of llama-server while a play restarts it: new connections to llama-server's address and port go
+to a responder that answers every request with 503 and Retry-After, the connections already open keep going to
+llama-server until they end (the drain), then the play restarts llama-server and closes the gate once it serves.
+
+Opening: the responder's unit starts and listens, then an nftables table of its own (one transaction) rewrites the
+destination of each new connection (its SYN: nat chains see a connection's first packet only, and a connection that
+began before conntrack ran is never matched) to the responder's port, in prerouting (clients of other hosts) and in
+output (local clients, root's own connections exempt: the play's health checks and smoke completion reach
+llama-server). Then it waits until no connection to llama-server is open, or until llama-server reports no request in
+progress on two looks in a row (the connections left are idle keep-alive ones), or until the drain's timeout.
+
+Closing: the table goes (one transaction), then the responder stops.
+
+A llama-server that does not listen (a first deploy, a stopped service) gets no gate: nobody can be dropped.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import time
+import urllib.error
+
+from ansible.module_utils.urls import open_url
+
+ARGUMENT_SPEC = {
+    "state": {"type": "str", "choices": ["open", "closed"], "default": "open"},
+    "address": {"type": "str", "required": True},
+    "port": {"type": "int", "required": True},
+    "gate_port": {"type": "int", "required": True},
+    "unit": {"type": "str", "required": True},
+    "table": {"type": "str", "default": "llamarpc_gate"},
+    "drain_timeout": {"type": "int", "default": 120},
+    "api_key": {"type": "str", "default": "", "no_log": True},
+    "listen_timeout": {"type": "int", "default": 30},
+    "interval": {"type": "float", "default": 1.0},
+}
+#: TCP states (include/net/tcp_states.h, as /proc/net/tcp prints them) of a connection that may carry a request:
+#: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client sent its last byte; llama-server may still answer).
+OPEN_STATES = {"01", "03", "08"}
+LISTEN = "0A"
+PROC_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
+NFT = "nft"
+NFT_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
+
+
+def unspecified(address):
+    """Whether ``address`` is a wildcard (0.0.0.0, ::): llama-server listens on every address."""
+    return ipaddress.ip_address(address).is_unspecified
+
+
+def ruleset(table, address, port, gate_port):
+    """The nftables text of the gate: a table ``inet <table>`` whose nat chains send each new TCP connection (its SYN
+    alone) to ``address``:``port`` on to ``gate_port`` of the same address, root's local connections exempt."""
+    if unspecified(address):
+        match, target = f"tcp dport {port}", f"redirect to :{gate_port}"
+    else:
+        ip = ipaddress.ip_address(address)
+        family = "ip" if ip.version == 4 else "ip6"
+        shown = str(ip) if ip.version == 4 else f"[{ip}]"
+        match, target = f"{family} daddr {ip} tcp dport {port}", f"dnat {family} to {shown}:{gate_port}"
+    rule = f"{match} tcp flags & (syn | ack) == syn {target}"
+    return (
+        f"table inet {table} {{\n"
+        "  chain prerouting {\n"
+        "    type nat hook prerouting priority -100; policy accept;\n"
+        f"    {rule}\n"
+        "  }\n"
+        "  chain output {\n"
+        "    type nat hook output priority -100; policy accept;\n"
+        "    meta skuid 0 return\n"
+        f"    {rule}\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def _hex_address(text):
+    """An address of /proc/net/tcp{,6} (host-order 32-bit words in hex) as an ipaddress object."""
+    raw = bytes.fromhex(text)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    address = ipaddress.ip_address(words)
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def sockets(texts):
+    """(local address, local port, state) of every socket in the texts of /proc/net/tcp and /proc/net/tcp6."""
+    found = []
+    for text in texts:
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 4 or ":" not in fields[1]:
+                continue
+            host, port = fields[1].rsplit(":", 1)
+            found.append((_hex_address(host), int(port, 16), fields[3].upper()))
+    return found
+
+
+def _matches(local, address):
+    wanted = ipaddress.ip_address(address)
+    return wanted.is_unspecified or local.is_unspecified or local == wanted
+
+
+def listening(found, address, port):
+    """Whether a socket listens on ``address``:``port`` (or on every address at that port)."""
+    return any(state == LISTEN and number == port and _matches(local, address) for local, number, state in found)
+
+
+def open_connections(found, address, port):
+    """How many connections to ``address``:``port`` may still carry a request."""
+    return sum(state in OPEN_STATES and number == port and _matches(local, address) for local, number, state in found)
+
+
+def read_sockets(paths=PROC_TCP):
+    texts = []
+    for path in paths:
+        try:
+            with open(path, encoding="ascii") as handle:
+                texts.append(handle.read())
+        except OSError:
+            continue
+    return sockets(texts)
+
+
+def url_of(address, port):
+    ip = ipaddress.ip_address(address)
+    host = ("127.0.0.1" if ip.version == 4 else "::1") if ip.is_unspecified else str(ip)
+    return f"http://{host}:{port}" if ip.version == 4 else f"http://[{host}]:{port}"
+
+
+def busy_slots(address, port, api_key, timeout=10):
+    """How many of llama-server's slots process a request now (its /slots), None when it does not say (an old build,
+    /slots off, no answer)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with open_url(url_of(address, port) + "/slots", headers=headers, timeout=timeout, use_proxy=False) as reply:
+            slots = json.loads(reply.read().decode("utf-8"))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    if not isinstance(slots, list):
+        return None
+    return sum(bool(slot.get("is_processing")) for slot in slots if isinstance(slot, dict))
+
+
+def drain(connections, busy, timeout, interval, *, clock=time.monotonic, sleep=time.sleep):
+    """Wait until ``connections()`` is 0, or ``busy()`` is 0 on two looks in a row (idle keep-alive connections
+    only), or ``timeout`` seconds: a dict of what it saw - drained, how (none_open, idle, timeout), the connections
+    left and the seconds waited."""
+    start = clock()
+    idle_looks = 0
+    while True:
+        left = connections()
+        waited = round(clock() - start, 1)
+        if left == 0:
+            return {"drained": True, "how": "none_open", "connections": 0, "waited": waited}
+        idle_looks = idle_looks + 1 if busy() == 0 else 0
+        if idle_looks >= 2:
+            return {"drained": True, "how": "idle", "connections": left, "waited": waited}
+        if waited >= timeout:
+            return {"drained": False, "how": "timeout", "connections": left, "waited": waited}
+        sleep(interval)
+
+
+class GateError(Exception):
+    pass
+
+
+class Host:
+    """What the gate does on the host: nft and systemctl (through ``run_command``, AnsibleModule's), /proc/net/tcp,
+    llama-server's /slots (tests replace it)."""
+
+    def __init__(self, table, run_command):
+        self.table = table
+        self.run_command = run_command
+
+    def _run(self, argv, stdin=None):
+        rc, out, err = self.run_command(argv, data=stdin)
+        return rc, (err or out).strip()
+
+    @staticmethod
+    def nft():
+        return shutil.which(NFT, path=NFT_PATH) or NFT
+
+    def table_present(self):
+        if shutil.which(NFT, path=NFT_PATH) is None:
+            return False  # no nft: no table either (a host the gate was never opened on)
+        rc, said = self._run([self.nft(), "list", "table", "inet", self.table])
+        if rc != 0 and "No such file" not in said and "does not exist" not in said.lower():
+            raise GateError(f"nft list table inet {self.table}: {said}")
+        return rc == 0
+
+    def load(self, text):
+        rc, said = self._run([self.nft(), "-f", "-"], stdin=text)
+        if rc != 0:
+            raise GateError(f"nft -f - (the gate's table): {said}")
+
+    def delete(self):
+        rc, said = self._run([self.nft(), "delete", "table", "inet", self.table])
+        if rc != 0:
+            raise GateError(f"nft delete table inet {self.table}: {said}")
+
+    def unit_active(self, unit):
+        return self._run(["systemctl", "is-active", "--quiet", unit])[0] == 0
+
+    def unit(self, action, unit):
+        rc, said = self._run(["systemctl", action, unit])
+        if rc != 0:
+            raise GateError(f"systemctl {action} {unit}: {said}")
+
+    sockets = staticmethod(read_sockets)
+    busy = staticmethod(busy_slots)
+
+
+def _wait(predicate, timeout, interval, clock, sleep):
+    deadline = clock() + timeout
+    while not predicate():
+        if clock() >= deadline:
+            return False
+        sleep(interval)
+    return True
+
+
+def gate(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
+    """The module's result for ``params`` (ARGUMENT_SPEC); raises GateError when the gate cannot be put in place
+    (what it opened by then is closed again)."""
+    address, port, gate_port, unit = params["address"], params["port"], params["gate_port"], params["unit"]
+    if gate_port == port:
+        raise GateError(f"gate_port {gate_port} is llama-server's own port")
+    present = host.table_present()
+    running = host.unit_active(unit)
+    before = "open" if present else "closed"
+    result = {"changed": False, "open": present, "drained": None, "how": None, "connections": 0, "waited": 0.0}
+    if params["state"] == "closed":
+        result["changed"] = present or running
+        result["open"] = False
+        if not check_mode:
+            if present:
+                host.delete()
+            if running:
+                host.unit("stop", unit)
+        result["diff"] = {"before": {"gate": before}, "after": {"gate": "closed"}}
+        return result
+
+    if not present and not listening(host.sockets(), address, port):
+        result["msg"] = f"nothing listens on {address}:{port}: no gate (nobody is served, nobody can be dropped)"
+        result["diff"] = {"before": {"gate": before}, "after": {"gate": before}}
+        return result
+    result["changed"] = not present or not running
+    result["open"] = True
+    result["diff"] = {"before": {"gate": before}, "after": {"gate": "open"}}
+    if check_mode:
+        return result
+    if not running:
+        host.unit("start", unit)
+    if not _wait(lambda: listening(host.sockets(), address, gate_port), params["listen_timeout"], 0.5, clock, sleep):
+        host.unit("stop", unit)
+        raise GateError(f"{unit} does not listen on {address}:{gate_port} after {params['listen_timeout']} s")
+    if not present:
+        try:
+            host.load(ruleset(params["table"], address, port, gate_port))
+        except GateError:
+            host.unit("stop", unit)
+            raise
+    result.update(
+        drain(
+            lambda: open_connections(host.sockets(), address, port),
+            lambda: host.busy(address, port, params["api_key"]),
+            params["drain_timeout"],
+            params["interval"],
+            clock=clock,
+            sleep=sleep,
+        )
+    )
+    return result
+
+
+def run_module(module):
+    try:
+        return gate(module.params, module.check_mode, Host(module.params["table"], module.run_command))
+    except GateError as exc:
+        module.fail_json(msg=str(exc))
+    except ValueError as exc:
+        module.fail_json(msg=f"address {module.params['address']!r}: {exc}")

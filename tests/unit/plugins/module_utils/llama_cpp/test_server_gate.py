@@ -1,0 +1,250 @@
+"""The gate in front of llama-server: its nftables text, the sockets it decides on (/proc/net/tcp), the drain, the
+module's decisions against a stand-in host (nft, systemctl and the sockets replaced), and the responder itself on
+loopback."""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _server_gate as gate
+
+ROOT = Path(__file__).resolve().parents[5]
+SPEC = importlib.util.spec_from_file_location("llamarpc_gate", ROOT / "roles/llama_coordinator/files/llamarpc_gate.py")
+responder = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(responder)
+
+HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt\n"
+# 10.213.0.11 as /proc/net/tcp prints it (a host-order word), ports 8080 (1F90) and 8081 (1F91).
+LISTEN_8080 = "   0: 0B00D50A:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n"
+LISTEN_8081 = "   1: 0B00D50A:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n"
+OPEN_8080 = "   2: 0B00D50A:1F90 0C00D50A:C3C4 01 00000000:00000000 00:00000000 00000000\n"
+WAITING_8080 = "   3: 0B00D50A:1F90 0C00D50A:C3C5 06 00000000:00000000 00:00000000 00000000\n"
+#: The wildcard address (llama-server on every address); only parsed here, nothing binds it.
+EVERY = "0.0.0.0"  # noqa: S104
+PARAMS = {
+    "state": "open",
+    "address": "10.213.0.11",
+    "port": 8080,
+    "gate_port": 8081,
+    "unit": "llamarpc-server-gate.service",
+    "table": "llamarpc_gate",
+    "drain_timeout": 120,
+    "api_key": "",
+    "listen_timeout": 30,
+    "interval": 1.0,
+}
+
+
+def test_the_ruleset_sends_only_new_connections_to_the_gate_and_exempts_roots_own():
+    text = gate.ruleset("llamarpc_gate", "10.213.0.11", 8080, 8081)
+    rule = "ip daddr 10.213.0.11 tcp dport 8080 tcp flags & (syn | ack) == syn dnat ip to 10.213.0.11:8081"
+    assert text.startswith("table inet llamarpc_gate {\n")
+    assert text.count(rule) == 2, text  # prerouting (other hosts) and output (local clients)
+    assert "type nat hook prerouting priority -100" in text and "type nat hook output priority -100" in text
+    output = text[text.index("chain output") :]
+    assert output.index("meta skuid 0 return") < output.index(rule), "root's connections must pass before the rule"
+    assert "meta skuid" not in text[: text.index("chain output")], "a remote client has no local uid"
+
+
+def test_the_ruleset_for_ipv6_and_for_every_address():
+    assert "ip6 daddr fd00::b tcp dport 8080 tcp flags & (syn | ack) == syn dnat ip6 to [fd00::b]:8081" in (
+        gate.ruleset("g", "fd00::b", 8080, 8081)
+    )
+    assert "tcp dport 8080 tcp flags & (syn | ack) == syn redirect to :8081" in gate.ruleset("g", EVERY, 8080, 8081)
+
+
+def test_sockets_read_ipv4_and_mapped_ipv6_and_count_only_connections_that_may_carry_a_request():
+    tcp6 = HEADER + "   0: 0000000000000000FFFF00000B00D50A:1F90 0000000000000000FFFF00000E00D50A:C354 01 0:0 0:0 0\n"
+    found = gate.sockets([HEADER + LISTEN_8080 + OPEN_8080 + WAITING_8080, tcp6])
+    assert gate.listening(found, "10.213.0.11", 8080)
+    assert not gate.listening(found, "10.213.0.11", 8081)
+    assert not gate.listening(found, "10.213.0.12", 8080)
+    assert gate.listening(found, EVERY, 8080)
+    # The established IPv4 one and the mapped IPv6 one; TIME_WAIT and LISTEN are not connections that carry requests.
+    assert gate.open_connections(found, "10.213.0.11", 8080) == 2
+    assert gate.open_connections(found, "10.213.0.11", 8081) == 0
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_the_drain_ends_when_no_connection_is_left():
+    clock, left = Clock(), iter([2, 1, 0])
+    seen = gate.drain(lambda: next(left), lambda: 1, 120, 1.0, clock=clock, sleep=clock.sleep)
+    assert seen == {"drained": True, "how": "none_open", "connections": 0, "waited": 2.0}
+
+
+def test_the_drain_ends_on_two_idle_looks_in_a_row_with_keep_alive_connections_left():
+    clock, busy = Clock(), iter([1, 0, 1, 0, 0])
+    seen = gate.drain(lambda: 3, lambda: next(busy), 120, 1.0, clock=clock, sleep=clock.sleep)
+    assert seen == {"drained": True, "how": "idle", "connections": 3, "waited": 4.0}
+
+
+def test_the_drain_gives_up_after_its_timeout_when_llama_server_does_not_say():
+    clock = Clock()
+    seen = gate.drain(lambda: 1, lambda: None, 10, 1.0, clock=clock, sleep=clock.sleep)
+    assert seen == {"drained": False, "how": "timeout", "connections": 1, "waited": 10.0}
+
+
+class Host:
+    """A stand-in for the host: the table, the unit and the sockets as a test sets them; what was done."""
+
+    def __init__(self, *, present=False, running=False, sockets=HEADER + LISTEN_8080, load_fails=False):
+        self.present, self.running, self.text, self.load_fails = present, running, sockets, load_fails
+        self.done = []
+
+    def table_present(self):
+        return self.present
+
+    def unit_active(self, unit):
+        return self.running
+
+    def unit(self, action, unit):
+        self.done.append((action, unit))
+        self.running = action == "start"
+        if self.running:
+            self.text += LISTEN_8081
+
+    def load(self, text):
+        self.done.append(("load", text.splitlines()[0]))
+        if self.load_fails:
+            raise gate.GateError("nft -f -: Error: Could not process rule")
+        self.present = True
+
+    def delete(self):
+        self.done.append(("delete", "table"))
+        self.present = False
+
+    def sockets(self):
+        return gate.sockets([self.text])
+
+    def busy(self, address, port, api_key):
+        return 0
+
+
+def run(host, check_mode=False, **params):
+    clock = Clock()
+    return gate.gate({**PARAMS, **params}, check_mode, host, clock=clock, sleep=clock.sleep)
+
+
+def test_opening_starts_the_responder_before_the_table_then_drains():
+    host = Host()
+    result = run(host)
+    assert host.done == [("start", PARAMS["unit"]), ("load", "table inet llamarpc_gate {")]
+    assert result["changed"] and result["open"]
+    assert result["drained"] and result["how"] == "none_open"
+    assert result["diff"] == {"before": {"gate": "closed"}, "after": {"gate": "open"}}
+
+
+def test_a_llama_server_that_does_not_listen_gets_no_gate():
+    host = Host(sockets=HEADER)
+    result = run(host)
+    assert host.done == []
+    assert not result["changed"] and not result["open"] and result["drained"] is None
+    assert "no gate" in result["msg"]
+
+
+def test_an_open_gate_is_left_as_it_is_and_drained_again():
+    host = Host(present=True, running=True, sockets=HEADER + LISTEN_8081)
+    result = run(host)
+    assert host.done == []
+    assert not result["changed"] and result["open"] and result["drained"]
+
+
+def test_check_mode_reports_and_changes_nothing():
+    host = Host()
+    assert run(host, check_mode=True)["changed"]
+    assert run(Host(present=True, running=True), check_mode=True, state="closed")["changed"]
+    assert host.done == []
+
+
+def test_a_table_nft_refuses_stops_the_responder_again():
+    host = Host(load_fails=True)
+    with pytest.raises(gate.GateError, match="Could not process"):
+        run(host)
+    assert host.done[-1] == ("stop", PARAMS["unit"]) and not host.present
+
+
+def test_a_responder_that_does_not_listen_is_stopped_and_fails_the_run():
+    host = Host()
+    host.unit = lambda action, unit: host.done.append((action, unit))
+    with pytest.raises(gate.GateError, match="does not listen"):
+        run(host)
+    assert host.done == [("start", PARAMS["unit"]), ("stop", PARAMS["unit"])]
+
+
+def test_closing_deletes_the_table_before_the_responder_stops():
+    host = Host(present=True, running=True)
+    result = run(host, state="closed")
+    assert host.done == [("delete", "table"), ("stop", PARAMS["unit"])]
+    assert result["changed"] and not result["open"]
+    assert result["diff"] == {"before": {"gate": "open"}, "after": {"gate": "closed"}}
+    again = Host()
+    assert not run(again, state="closed")["changed"] and again.done == []
+
+
+def test_the_gate_port_must_not_be_llama_servers_own():
+    with pytest.raises(gate.GateError, match="own port"):
+        run(Host(), gate_port=8080)
+
+
+@pytest.fixture
+def served():
+    server = responder.Server(("127.0.0.1", 0), responder.handler(7))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "HEAD"])
+def test_the_responder_answers_every_request_with_503_retry_after_and_an_openai_error(served, method):
+    connection = http.client.HTTPConnection("127.0.0.1", served, timeout=10)
+    body = json.dumps({"prompt": "x" * 100000, "n_predict": 2}) if method == "POST" else None
+    connection.request(method, "/v1/completions", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    text = response.read()
+    connection.close()
+    assert response.status == 503
+    assert response.getheader("Retry-After") == "7"
+    assert response.getheader("Connection") == "close"
+    if method != "HEAD":
+        error = json.loads(text)["error"]
+        assert error["code"] == 503 and error["type"] == "unavailable_error"
+        assert "retry after 7 s" in error["message"]
+
+
+def test_the_host_reads_a_missing_table_as_closed_and_anything_else_nft_says_as_an_error(monkeypatch):
+    monkeypatch.setattr(gate.shutil, "which", lambda name, path=None: "/usr/sbin/nft")
+    said = {"rc": 1, "err": "Error: No such file or directory\nlist table inet llamarpc_gate\n"}
+    calls = []
+
+    def run_command(argv, data=None):
+        calls.append((argv, data))
+        return said["rc"], "", said["err"]
+
+    host = gate.Host("llamarpc_gate", run_command)
+    assert host.table_present() is False
+    said.update(rc=1, err="Error: Operation not permitted")
+    with pytest.raises(gate.GateError, match="not permitted"):
+        host.table_present()
+    said.update(rc=0, err="")
+    host.load("table inet llamarpc_gate {}\n")
+    assert calls[-1] == (["/usr/sbin/nft", "-f", "-"], "table inet llamarpc_gate {}\n")
+    monkeypatch.setattr(gate.shutil, "which", lambda name, path=None: None)
+    assert host.table_present() is False  # no nft on the host: no table either
