@@ -35,6 +35,8 @@ ARGUMENT_SPEC = {
             "service": {"type": "str", "required": True},
             "variable": {"type": "str", "required": True},
             "unit": {"type": "str"},
+            "unit_suffix": {"type": "str", "default": ""},
+            "enabled_by": {"type": "str"},
             "groups": {"type": "list", "elements": "str", "required": True},
         },
     },
@@ -200,15 +202,20 @@ class ActionModule(ActionBase):
         for entry in ports:
             if not groups & set(entry["groups"]):
                 continue
-            name = entry["variable"]
-            port = values[name] if name in values else self._value(name, defaults.get(name))
-            if name in self._deferred:
+            known = {}
+            for key in ("variable", "unit", "enabled_by"):
+                name = entry.get(key)
+                if name:
+                    known[key] = values[name] if name in values else self._value(name, defaults.get(name))
+                    if name in self._deferred:
+                        known[key] = None
+            if "enabled_by" in known and not boolean(known["enabled_by"], strict=False):
                 continue
-            unit = None
-            if entry.get("unit"):
-                unit_name = entry["unit"]
-                unit = values[unit_name] if unit_name in values else self._value(unit_name, defaults.get(unit_name))
-                unit = None if unit_name in self._deferred or not unit else f"{unit}.service"
+            name, port = entry["variable"], known["variable"]
+            if port is None:
+                continue
+            unit = known.get("unit")
+            unit = f"{unit}{entry.get('unit_suffix') or ''}.service" if unit else None
             services.append({"service": entry["service"], "variable": name, "port": port, "unit": unit})
         return services
 

@@ -48,6 +48,13 @@ options:
           - The variable holding the name of its systemd unit, without C(.service) (a role option). Given, the
             service is returned in RV(listeners), for M(llamarpc.cluster.port_holders).
         type: str
+      unit_suffix:
+        description: Appended to the name O(ports[].unit) holds, before C(.service) (a unit named after another's).
+        type: str
+        default: ""
+      enabled_by:
+        description: The variable holding a boolean that turns the service on (a role option); false, it is not checked.
+        type: str
       groups:
         description: The groups of the hosts that run the service.
         type: list

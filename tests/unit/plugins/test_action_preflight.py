@@ -88,7 +88,7 @@ def test_the_services_with_a_unit_are_checked_for_foreign_listeners_right_after(
     index = names.index("llamarpc.cluster.preflight")
     assert names[index + 1] == "llamarpc.cluster.port_holders"
     checked = {entry["service"] for entry in preflight_task()["ports"] if entry.get("unit")}
-    assert checked == {"llama-server", "the RPC worker"}
+    assert checked == {"llama-server", "llama-server's gate", "the RPC worker"}
 
 
 def test_default_ports_of_the_services_differ():
@@ -133,3 +133,23 @@ def test_rollback_build_says_whether_the_run_rolls_the_build_back(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
         found[label] = json.loads(done.stdout.split(" => ", 1)[1])["rollback_build"]
     assert found == {"unset": False, "template": True}
+
+
+def test_a_service_is_checked_in_its_own_unit_and_only_when_turned_on(tmp_path):
+    """Through ansible: the gate's port is held by a unit named after llama-server's (unit_suffix), and is not checked
+    when the variable that turns the gate on is false (enabled_by). Two ansible runs: each costs seconds."""
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
+    env.pop("ANSIBLE_CONFIG", None)
+    port = {"service": "the gate", "variable": "x_port", "unit": "x_unit", "unit_suffix": "-gate",
+            "enabled_by": "x_on", "groups": ["all", "ungrouped"]}  # fmt: skip
+    args = json.dumps({"roles": {}, "ports": [port], "known": [], "prefixes": []})
+    found = {}
+    for on in ("true", "false"):
+        command = [str(BIN / "ansible"), "localhost", "-c", "local", "-o", "-m", "llamarpc.cluster.preflight"]
+        extra = ["-e", json.dumps({"x_port": 8081, "x_unit": "srv", "x_on": on == "true"})]
+        done = subprocess.run(
+            [*command, "-a", args, *extra], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        found[on] = json.loads(done.stdout.split(" => ", 1)[1])["listeners"]
+    assert found == {"true": [{"service": "the gate", "port": 8081, "unit": "srv-gate.service"}], "false": []}
