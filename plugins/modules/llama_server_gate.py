@@ -22,6 +22,11 @@ description:
   - When nothing listens on O(address) at O(port) (a first deploy, a stopped llama-server), O(state=open) opens no gate
     and changes nothing - nobody is served, nobody can be dropped.
   - O(state=closed) deletes the table, then stops O(unit).
+  - O(state=restarted) is a whole switch window in one run, with no play's task inside it - the gate opens and drains
+    as for O(state=open) (or stays, when the play opened it before it stopped llama-server), O(server_unit) restarts,
+    the run waits until llama-server's C(/health) answers 200 (up to O(health_timeout) seconds), then the gate closes,
+    also when the restart or the wait failed. Without a gate (nothing listened) it restarts O(server_unit) only, and
+    the caller waits.
   - Decides on what is there - the table (C(nft list table)), the unit (C(systemctl is-active)) and the sockets of
     C(/proc/net/tcp) and C(/proc/net/tcp6).
 author:
@@ -32,10 +37,19 @@ attributes:
     details: Reports what it would change and changes nothing (no drain either).
 options:
   state:
-    description: V(open) - new connections are answered by the gate; V(closed) - by llama-server.
+    description:
+      - V(open) - new connections are answered by the gate; V(closed) - by llama-server; V(restarted) - by the gate
+        while O(server_unit) restarts and loads, then by llama-server again.
     type: str
-    choices: [open, closed]
+    choices: [open, closed, restarted]
     default: open
+  server_unit:
+    description: llama-server's systemd unit, which O(state=restarted) restarts (required then).
+    type: str
+  health_timeout:
+    description: Seconds O(state=restarted) waits for C(/health) to answer 200 after the restart.
+    type: int
+    default: 600
   address:
     description: llama-server's listening address (V(0.0.0.0) or V(::) - every address).
     type: str
@@ -69,9 +83,9 @@ options:
     type: int
     default: 30
   interval:
-    description: Seconds between two looks during the drain.
+    description: Seconds between two looks during the drain and the wait for C(/health).
     type: float
-    default: 1.0
+    default: 0.25
 requirements:
   - nftables (C(nft)) on the host when the gate opens.
 notes:
@@ -91,7 +105,7 @@ EXAMPLES = r"""
     unit: llamarpc-server-gate.service
     drain_timeout: 120
 
-- name: Restart llama-server
+- name: Restart llama-server (a play's cutover in between)
   ansible.builtin.systemd_service:
     name: llamarpc-server.service
     state: restarted
@@ -103,6 +117,16 @@ EXAMPLES = r"""
     port: 8080
     gate_port: 8079
     unit: llamarpc-server-gate.service
+
+- name: The whole window in one run - gate, drain, restart, /health 200, gate closed
+  llamarpc.cluster.llama_server_gate:
+    state: restarted
+    address: 10.77.0.11
+    port: 8080
+    gate_port: 8079
+    unit: llamarpc-server-gate.service
+    server_unit: llamarpc-server.service
+    health_timeout: 900
 """
 
 RETURN = r"""
@@ -133,15 +157,29 @@ waited:
   returned: always
   type: float
   sample: 2.0
+restarted:
+  description: Whether O(server_unit) was restarted (or would be, in check mode).
+  returned: state is restarted
+  type: bool
+  sample: true
+loaded:
+  description: Seconds from the restart until C(/health) answered 200; null without a gate (no wait) and in check mode.
+  returned: state is restarted
+  type: float
+  sample: 3.5
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._server_gate import ARGUMENT_SPEC, run_module
+from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp._server_gate import (
+    ARGUMENT_SPEC,
+    REQUIRED_IF,
+    run_module,
+)
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     module.exit_json(**run_module(module))
 
 

@@ -15,6 +15,10 @@ progress on two looks in a row (the connections left are idle keep-alive ones), 
 
 Closing: the table goes (one transaction), then the responder stops.
 
+Restarting (the whole window in one run, no play's task inside it): the gate opens and drains as above (or stays, when
+a play opened it before stopping llama-server), llama-server's unit restarts, the run waits until its ``/health``
+answers 200, and the gate closes - also when the restart or the wait fails.
+
 A llama-server that does not listen (a first deploy, a stopped service) gets no gate: nobody can be dropped.
 """
 
@@ -29,7 +33,9 @@ import urllib.error
 from ansible.module_utils.urls import open_url
 
 ARGUMENT_SPEC = {
-    "state": {"type": "str", "choices": ["open", "closed"], "default": "open"},
+    "state": {"type": "str", "choices": ["open", "closed", "restarted"], "default": "open"},
+    "server_unit": {"type": "str"},
+    "health_timeout": {"type": "int", "default": 600},
     "address": {"type": "str", "required": True},
     "port": {"type": "int", "required": True},
     "gate_port": {"type": "int", "required": True},
@@ -38,8 +44,9 @@ ARGUMENT_SPEC = {
     "drain_timeout": {"type": "int", "default": 120},
     "api_key": {"type": "str", "default": "", "no_log": True},
     "listen_timeout": {"type": "int", "default": 30},
-    "interval": {"type": "float", "default": 1.0},
+    "interval": {"type": "float", "default": 0.25},
 }
+REQUIRED_IF = [("state", "restarted", ["server_unit"])]
 #: TCP states (include/net/tcp_states.h, as /proc/net/tcp prints them) of a connection that may carry a request:
 #: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client sent its last byte; llama-server may still answer).
 OPEN_STATES = {"01", "03", "08"}
@@ -168,6 +175,15 @@ def drain(connections, busy, timeout, interval, *, clock=time.monotonic, sleep=t
         sleep(interval)
 
 
+def health_ok(address, port, timeout=5):
+    """Whether llama-server's /health answers 200 (the model loaded)."""
+    try:
+        with open_url(url_of(address, port) + "/health", timeout=timeout, use_proxy=False) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
 class GateError(Exception):
     pass
 
@@ -216,6 +232,7 @@ class Host:
 
     sockets = staticmethod(read_sockets)
     busy = staticmethod(busy_slots)
+    healthy = staticmethod(health_ok)
 
 
 def _wait(predicate, timeout, interval, clock, sleep):
@@ -233,6 +250,8 @@ def gate(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
     address, port, gate_port, unit = params["address"], params["port"], params["gate_port"], params["unit"]
     if gate_port == port:
         raise GateError(f"gate_port {gate_port} is llama-server's own port")
+    if params["state"] == "restarted":
+        return restart(params, check_mode, host, clock=clock, sleep=sleep)
     present = host.table_present()
     running = host.unit_active(unit)
     before = "open" if present else "closed"
@@ -278,6 +297,37 @@ def gate(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
             sleep=sleep,
         )
     )
+    return result
+
+
+def restart(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
+    """``state=restarted``: open the gate (or keep the one open), restart ``server_unit``, wait for /health 200, close
+    the gate, whatever happened; without a gate (nothing listened) the restart alone, the caller waits. Adds
+    ``restarted`` and ``loaded`` (seconds from the restart until /health answered, null without a wait)."""
+    opened = gate(dict(params, state="open"), check_mode, host, clock=clock, sleep=sleep)
+    result = dict(opened, changed=True, open=False, restarted=True, loaded=None)
+    result["diff"] = {"before": {"llama-server": "serving"}, "after": {"llama-server": "restarted"}}
+    if check_mode:
+        return result
+    try:
+        host.unit("restart", params["server_unit"])
+        if opened["open"]:
+            start = clock()
+            if not _wait(
+                lambda: host.healthy(params["address"], params["port"]),
+                params["health_timeout"],
+                params["interval"],
+                clock,
+                sleep,
+            ):
+                raise GateError(
+                    f"{params['server_unit']} did not answer /health with 200 within {params['health_timeout']} s "
+                    "of its restart (journalctl -u it for why); the gate is closed again"
+                )
+            result["loaded"] = round(clock() - start, 1)
+    finally:
+        if opened["open"]:
+            gate(dict(params, state="closed"), False, host, clock=clock, sleep=sleep)
     return result
 
 

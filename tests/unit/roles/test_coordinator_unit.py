@@ -112,18 +112,22 @@ def test_the_gate_runs_as_llama_servers_user_without_privileges():
     assert not [line for line in lines if line.startswith(("DynamicUser", "AmbientCapabilities=CAP", "[Install]"))]
 
 
-def test_the_restart_in_service_yml_is_gated_and_the_gate_always_goes():
+def test_the_restart_is_gated_and_the_gate_always_goes():
+    """The handler restarts llama-server behind the gate in one module run; the cutover opens the gate before it stops
+    llama-server, and a block's `always` closes it whatever happened, in service.yml and in the restart entry point."""
+    handlers = {task["name"]: task for task in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())}
+    gated = handlers["Restart llama-server behind the gate until it serves"]["llamarpc.cluster.llama_server_gate"]
+    assert gated["state"] == "restarted" and gated["server_unit"] == "{{ llama_coordinator_service }}.service"
     service = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
-    [gated] = [task for task in service if "block" in task and "always" in task]
-    first, *rest = gated["block"]
+    [block] = [task for task in service if "block" in task and "always" in task]
+    first, *rest = block["block"]
     assert first["llamarpc.cluster.llama_server_gate"]["state"] == "open"
-    assert "_llama_coordinator_restart_needed" in first["when"]
+    assert "_llama_coordinator_switching | length > 0" in first["when"]
     names = [task["name"] for task in rest]
     assert names.index("Cutover to the new llama.cpp") < names.index("Apply unit and plan changes before (re)starting")
-    assert "llamarpc.cluster.llama_server_serving" in rest[-1]
-    [close] = gated["always"]
+    [close] = block["always"]
     assert close["llamarpc.cluster.llama_server_gate"]["state"] == "closed" and "when" not in close
     restart = yaml.safe_load((ROLE / "tasks" / "restart.yml").read_text())
-    [gated] = [task for task in restart if "block" in task]
-    assert gated["block"][0]["llamarpc.cluster.llama_server_gate"]["state"] == "open"
-    assert [task["llamarpc.cluster.llama_server_gate"]["state"] for task in gated["always"]] == ["closed"]
+    [block] = [task for task in restart if "block" in task]
+    assert block["block"][0]["llamarpc.cluster.llama_server_gate"]["state"] == "restarted"
+    assert [task["llamarpc.cluster.llama_server_gate"]["state"] for task in block["always"]] == ["closed"]

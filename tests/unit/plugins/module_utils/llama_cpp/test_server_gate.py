@@ -38,7 +38,10 @@ PARAMS = {
     "api_key": "",
     "listen_timeout": 30,
     "interval": 1.0,
+    "server_unit": None,
+    "health_timeout": 600,
 }
+SERVER = "llamarpc-server.service"
 
 
 def test_the_ruleset_sends_only_new_connections_to_the_gate_and_exempts_roots_own():
@@ -103,8 +106,9 @@ def test_the_drain_gives_up_after_its_timeout_when_llama_server_does_not_say():
 class Host:
     """A stand-in for the host: the table, the unit and the sockets as a test sets them; what was done."""
 
-    def __init__(self, *, present=False, running=False, sockets=HEADER + LISTEN_8080, load_fails=False):
+    def __init__(self, *, present=False, running=False, sockets=HEADER + LISTEN_8080, load_fails=False, loads=3):
         self.present, self.running, self.text, self.load_fails = present, running, sockets, load_fails
+        self.loads = loads
         self.done = []
 
     def table_present(self):
@@ -115,6 +119,8 @@ class Host:
 
     def unit(self, action, unit):
         self.done.append((action, unit))
+        if unit == SERVER:
+            return
         self.running = action == "start"
         if self.running:
             self.text += LISTEN_8081
@@ -134,6 +140,12 @@ class Host:
 
     def busy(self, address, port, api_key):
         return 0
+
+    def healthy(self, address, port):
+        """llama-server's /health: 200 from the ``loads``-th look after its restart on (never with None)."""
+        self.looks = getattr(self, "looks", 0) + 1
+        self.done.append(("health", self.looks))
+        return self.loads is not None and self.looks >= self.loads
 
 
 def run(host, check_mode=False, **params):
@@ -248,3 +260,42 @@ def test_the_host_reads_a_missing_table_as_closed_and_anything_else_nft_says_as_
     assert calls[-1] == (["/usr/sbin/nft", "-f", "-"], "table inet llamarpc_gate {}\n")
     monkeypatch.setattr(gate.shutil, "which", lambda name, path=None: None)
     assert host.table_present() is False  # no nft on the host: no table either
+
+
+def test_a_restart_is_the_whole_window_in_one_run_gate_drain_restart_health_then_the_gate_goes():
+    host = Host()
+    result = run(host, state="restarted", server_unit=SERVER)
+    unit = PARAMS["unit"]
+    assert host.done == [
+        ("start", unit), ("load", "table inet llamarpc_gate {"), ("restart", SERVER),
+        ("health", 1), ("health", 2), ("health", 3), ("delete", "table"), ("stop", unit),
+    ]  # fmt: skip
+    assert result["changed"] and result["restarted"] and not result["open"]
+    assert result["drained"] and result["loaded"] == 2.0  # two intervals of 1 s after the restart
+
+
+def test_a_restart_behind_a_gate_the_play_opened_keeps_it_until_health_then_closes_it():
+    """The cutover: the play opened the gate and stopped llama-server (nothing listens on its port)."""
+    host = Host(present=True, running=True, sockets=HEADER + LISTEN_8081, loads=1)
+    run(host, state="restarted", server_unit=SERVER)
+    assert host.done == [("restart", SERVER), ("health", 1), ("delete", "table"), ("stop", PARAMS["unit"])]
+
+
+def test_a_restart_without_anyone_served_opens_no_gate_and_does_not_wait():
+    host = Host(sockets=HEADER)
+    result = run(host, state="restarted", server_unit=SERVER)
+    assert host.done == [("restart", SERVER)]
+    assert result["changed"] and result["loaded"] is None
+
+
+def test_a_server_that_never_serves_fails_the_run_and_the_gate_still_goes():
+    host = Host(loads=None)
+    with pytest.raises(gate.GateError, match="did not answer /health with 200 within 5 s"):
+        run(host, state="restarted", server_unit=SERVER, health_timeout=5)
+    assert host.done[-2:] == [("delete", "table"), ("stop", PARAMS["unit"])] and not host.present
+
+
+def test_a_restart_in_check_mode_reports_it_and_does_nothing():
+    host = Host()
+    result = run(host, check_mode=True, state="restarted", server_unit=SERVER)
+    assert result["changed"] and result["restarted"] and host.done == []
