@@ -32,6 +32,8 @@ import urllib.error
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _proc_tcp
+
 ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["open", "closed", "restarted"], "default": "open"},
     "server_unit": {"type": "str"},
@@ -47,11 +49,9 @@ ARGUMENT_SPEC = {
     "interval": {"type": "float", "default": 0.25},
 }
 REQUIRED_IF = [("state", "restarted", ["server_unit"])]
-#: TCP states (include/net/tcp_states.h, as /proc/net/tcp prints them) of a connection that may carry a request:
-#: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client sent its last byte; llama-server may still answer).
-OPEN_STATES = {"01", "03", "08"}
-LISTEN = "0A"
-PROC_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
+#: TCP states of a connection that may carry a request: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client sent its last
+#: byte; llama-server may still answer).
+OPEN_STATES = {_proc_tcp.ESTABLISHED, _proc_tcp.SYN_RECV, _proc_tcp.CLOSE_WAIT}
 NFT = "nft"
 NFT_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 
@@ -87,11 +87,8 @@ def ruleset(table, address, port, gate_port):
     )
 
 
-def _hex_address(text):
-    """An address of /proc/net/tcp{,6} (host-order 32-bit words in hex) as an ipaddress object."""
-    raw = bytes.fromhex(text)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    address = ipaddress.ip_address(words)
+def _local(address):
+    """A socket's local address, an IPv4-mapped IPv6 one as its IPv4 address."""
     if address.version == 6 and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
@@ -99,15 +96,7 @@ def _hex_address(text):
 
 def sockets(texts):
     """(local address, local port, state) of every socket in the texts of /proc/net/tcp and /proc/net/tcp6."""
-    found = []
-    for text in texts:
-        for line in text.splitlines()[1:]:
-            fields = line.split()
-            if len(fields) < 4 or ":" not in fields[1]:
-                continue
-            host, port = fields[1].rsplit(":", 1)
-            found.append((_hex_address(host), int(port, 16), fields[3].upper()))
-    return found
+    return [(_local(sock.address), sock.port, sock.state) for sock in _proc_tcp.parse(texts)]
 
 
 def _matches(local, address):
@@ -117,7 +106,8 @@ def _matches(local, address):
 
 def listening(found, address, port):
     """Whether a socket listens on ``address``:``port`` (or on every address at that port)."""
-    return any(state == LISTEN and number == port and _matches(local, address) for local, number, state in found)
+    listen = _proc_tcp.LISTEN
+    return any(state == listen and number == port and _matches(local, address) for local, number, state in found)
 
 
 def open_connections(found, address, port):
@@ -125,15 +115,9 @@ def open_connections(found, address, port):
     return sum(state in OPEN_STATES and number == port and _matches(local, address) for local, number, state in found)
 
 
-def read_sockets(paths=PROC_TCP):
-    texts = []
-    for path in paths:
-        try:
-            with open(path, encoding="ascii") as handle:
-                texts.append(handle.read())
-        except OSError:
-            continue
-    return sockets(texts)
+def read_sockets():
+    """This host's sockets, as ``sockets`` gives them."""
+    return [(_local(sock.address), sock.port, sock.state) for sock in _proc_tcp.read()]
 
 
 def url_of(address, port):

@@ -10,38 +10,25 @@ from __future__ import annotations
 import os
 import re
 
-LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _proc_tcp
+
 _SOCKET = re.compile(r"^socket:\[(\d+)\]$")
 
 
 def listening_inodes(port, proc="/proc"):
     """Socket inode -> local address of every TCP socket listening on ``port`` (IPv4 and IPv6)."""
-    found = {}
-    for table, width in (("tcp", 8), ("tcp6", 32)):
-        try:
-            with open(os.path.join(proc, "net", table), encoding="ascii") as handle:
-                lines = handle.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != LISTEN:
-                continue
-            address, _sep, hexport = fields[1].partition(":")
-            if int(hexport, 16) == int(port) and len(address) == width:
-                found[fields[9]] = _address(address)
-    return found
+    return {
+        sock.inode: _text(sock.address)
+        for sock in _proc_tcp.read(proc)
+        if sock.state == _proc_tcp.LISTEN and sock.port == int(port) and sock.inode
+    }
 
 
-def _address(hexaddr):
-    """The text of a /proc/net/tcp{,6} address (host byte order words, as the kernel prints them)."""
-    if len(hexaddr) == 8:
-        return ".".join(str(b) for b in reversed(bytes.fromhex(hexaddr)))
-    words = [bytes.fromhex(hexaddr[i : i + 8])[::-1] for i in range(0, 32, 8)]
-    raw = b"".join(words)
-    if raw == bytes(16):
-        return "::"
-    return ":".join(raw[i : i + 2].hex() for i in range(0, 16, 2))
+def _text(address):
+    """An address as ``ss`` shows it here: IPv4 dotted, IPv6 in full (``::`` for every address)."""
+    if address.version == 6 and not address.is_unspecified:
+        return address.exploded
+    return str(address)
 
 
 def unit_of(pid, proc="/proc"):

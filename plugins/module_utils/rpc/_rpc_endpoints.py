@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils import _proc_tcp
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _rpc_protocol as rpc
 
 FAILABLE_STATES = [state for state in rpc.STATES if state != rpc.STATE_READY]
@@ -25,8 +26,6 @@ ARGUMENT_SPEC = {
     "skip_connected": {"type": "bool", "default": False},
 }
 
-# /proc/net/tcp's state of an established connection.
-_TCP_ESTABLISHED = "01"
 SERVING_ERROR = "serving a client (an established connection to its port on this host): not probed"
 
 _ENDPOINT_KEYS = frozenset(("host", "port", "name"))
@@ -80,20 +79,9 @@ def probe_all(targets, timeout, connect_timeout):
         return {key: future.result() for key, future in futures.items()}
 
 
-def established_ports(paths=("/proc/net/tcp", "/proc/net/tcp6")):
-    """The local ports of this host's established TCP connections (``ss state established``), from ``paths``."""
-    ports = set()
-    for path in paths:
-        try:
-            with open(path, encoding="ascii") as table:
-                lines = table.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[3] == _TCP_ESTABLISHED:
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+def established_ports(proc="/proc"):
+    """The local ports of this host's established TCP connections (``ss state established``)."""
+    return {sock.port for sock in _proc_tcp.read(proc) if sock.state == _proc_tcp.ESTABLISHED}
 
 
 def serving(host, port):

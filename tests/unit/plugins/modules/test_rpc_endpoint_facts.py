@@ -325,12 +325,12 @@ PROC_NET_TCP = """\
 
 
 def test_established_ports_are_the_local_ports_of_established_connections(tmp_path):
-    tcp = tmp_path / "tcp"
-    tcp.write_text(PROC_NET_TCP, encoding="ascii")
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text(PROC_NET_TCP, encoding="ascii")  # and no tcp6: an empty table
     # 50052 (0xC384) serving a client, ssh (22), and 58024, the local end of this host's own connection to another
     # worker's 50052 (whose 50052 is the remote port: not this host's); the listening socket (0A) and a TIME_WAIT one
     # (06) are not established.
-    ports = _rpc_endpoints.established_ports((str(tcp), str(tmp_path / "missing")))
+    ports = _rpc_endpoints.established_ports(str(tmp_path))
     assert ports == {50052, 22, 58024}
 
 
