@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -307,3 +310,87 @@ def in_host(name, command, timeout=120):
         timeout=timeout,
         check=False,
     )
+
+
+def ask(timeout=600):
+    """One small completion from the controller to the coordinator's public address: (status, Retry-After, the number
+    of tokens or the body's start, when it was sent on CLOCK_MONOTONIC), status and Retry-After None when no HTTP
+    answer came (what went wrong in their place). A slow answer is still an answer: the timeout only guards against a
+    hang (a loaded machine)."""
+    sent = time.monotonic()
+    connection = http.client.HTTPConnection(address("node1"), PORT, timeout=timeout)
+    try:
+        connection.request(
+            "POST",
+            "/completion",
+            json.dumps(greedy("The capital of France is", 2)),
+            {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+        )
+        response = connection.getresponse()
+        body = response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as exc:
+        return None, None, f"{type(exc).__name__}: {exc}", sent
+    finally:
+        connection.close()
+    try:
+        said = json.loads(body).get("tokens_predicted", body[:200])
+    except (ValueError, AttributeError):
+        said = body[:200]
+    return response.status, response.getheader("Retry-After"), said, sent
+
+
+def clear(answer):
+    """Whether an answer is one a client can act on: 200 with tokens, or 503 that says when to retry."""
+    status, retry_after, said, _sent = answer
+    return (status == 200 and isinstance(said, int) and said > 0) or (
+        status == 503 and retry_after is not None and retry_after.isdigit()
+    )
+
+
+@contextlib.contextmanager
+def client(pause=1.0):
+    """A client that asks again and again (one request in flight, ``pause`` seconds between two) until the block
+    ends: yields the list of its answers, which it keeps filling."""
+    answers, stop = [], threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            answers.append(ask())
+            stop.wait(pause)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield answers
+    finally:
+        stop.set()
+        thread.join(timeout=700)
+
+
+def started_at(host, unit):
+    """When ``unit``'s main process started, on CLOCK_MONOTONIC in seconds: the lab's hosts share the controller's
+    kernel, so it compares with ``ask``'s times."""
+    return int(host.run(f"systemctl show -p ExecMainStartTimestampMonotonic --value {unit}").stdout.strip()) / 1e6
+
+
+def through_switch(answers, restarted_at=None):
+    """The failures of a client's answers through a switch (empty when it all holds): every answer clear, and the
+    switch met. Without ``restarted_at``: a completion came back and the gate's 503 was seen (a window that spans
+    several of the client's requests). With it (llama-server's new start, ``started_at``): a request sent before it
+    and a completion sent after it, whether or not a request fell into the window."""
+    counts = {}
+    for status, *_rest in answers:
+        counts[status] = counts.get(status, 0) + 1
+    print(f"\na client through the switch: {len(answers)} answers, by status {counts}")
+    problems = [f"answer {n}: {answer}" for n, answer in enumerate(answers) if not clear(answer)]
+    if restarted_at is None:
+        if not any(answer[0] == 200 for answer in answers):
+            problems.append(f"no completion came back: {answers[:5]}")
+        if not any(answer[0] == 503 for answer in answers):
+            problems.append(f"no 503 with Retry-After: the client never met the switch ({len(answers)} answers)")
+        return problems
+    if not any(answer[3] < restarted_at for answer in answers):
+        problems.append(f"no request before llama-server's restart ({len(answers)} answers)")
+    if not any(answer[0] == 200 and answer[3] > restarted_at for answer in answers):
+        problems.append(f"no completion asked after llama-server's restart ({len(answers)} answers)")
+    return problems

@@ -11,15 +11,10 @@ run)."""
 
 from __future__ import annotations
 
-import contextlib
-import http.client
-import json
-import threading
-
 import pytest
 import testinfra.utils.ansible_runner
-from clusterlib import API_KEY, PORT, greedy, inventory_copy, playbook, restarts
-from labtest import INVENTORY, address, lab
+from clusterlib import client, inventory_copy, playbook, restarts, through_switch
+from labtest import INVENTORY, lab
 from llama_builds import cached_archive, controller_cache, key_of, repack
 from test_5_model_change import ids, record
 
@@ -76,74 +71,6 @@ def cut_over(before, after, key):
             )
     if after["restarts"] != before["restarts"]:
         problems.append(f"systemd restarted llama-server by itself ({before['restarts']} -> {after['restarts']})")
-    return problems
-
-
-def ask(timeout=600):
-    """One small completion from the controller to the coordinator's public address: (status, Retry-After, the
-    number of tokens or the body's start), or (None, None, what went wrong) when no HTTP answer came. A slow answer is
-    still an answer: the timeout only guards against a hang (a loaded machine)."""
-    connection = http.client.HTTPConnection(address("node1"), PORT, timeout=timeout)
-    try:
-        connection.request(
-            "POST",
-            "/completion",
-            json.dumps(greedy("The capital of France is", 2)),
-            {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
-        )
-        response = connection.getresponse()
-        body = response.read().decode(errors="replace")
-    except (OSError, http.client.HTTPException) as exc:
-        return None, None, f"{type(exc).__name__}: {exc}"
-    finally:
-        connection.close()
-    try:
-        said = json.loads(body).get("tokens_predicted", body[:200])
-    except (ValueError, AttributeError):
-        said = body[:200]
-    return response.status, response.getheader("Retry-After"), said
-
-
-def clear(answer):
-    """Whether an answer is one a client can act on: 200 with tokens, or 503 that says when to retry."""
-    status, retry_after, said = answer
-    return (status == 200 and isinstance(said, int) and said > 0) or (
-        status == 503 and retry_after is not None and retry_after.isdigit()
-    )
-
-
-@contextlib.contextmanager
-def client():
-    """A client that asks again and again (one request in flight, a second's pause) until the block ends: yields the
-    list of its answers, which it keeps filling."""
-    answers, stop = [], threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            answers.append(ask())
-            stop.wait(1)
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield answers
-    finally:
-        stop.set()
-        thread.join(timeout=700)
-
-
-def through_switch(answers):
-    """The failures of a client's answers through a switch (empty when it all holds): every answer clear, and the
-    switch seen - answers before it and a 503 of the gate during it."""
-    counts = {}
-    for status, _retry_after, _said in answers:
-        counts[status] = counts.get(status, 0) + 1
-    print(f"\na client through the switch: {len(answers)} answers, by status {counts}")
-    problems = [f"answer {n}: {answer}" for n, answer in enumerate(answers) if not clear(answer)]
-    if not any(answer[0] == 200 for answer in answers):
-        problems.append(f"no completion came back: {answers[:5]}")
-    if not any(answer[0] == 503 for answer in answers):
-        problems.append(f"no 503 with Retry-After: the client never met the switch ({len(answers)} answers)")
     return problems
 
 

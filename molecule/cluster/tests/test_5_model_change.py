@@ -1,7 +1,9 @@
 """Day 2, a model change (llama_model, site.yml, rollback.yml): the same weights split differently, staged while the
 model served now keeps serving; the previous model kept for a rollback and a rollback that downloads nothing; the
 model no longer kept removed, a file the collection did not place surviving; a change that cannot be staged refused
-before any change. Greedy token ids stay those of a single process on the same files (test_1's reference)."""
+before any change. Greedy token ids stay those of a single process on the same files (test_1's reference). Through
+the switch and the rollback a client of another host asks every 0.2 s: each answer is a completion or a 503 with
+Retry-After from the gate, never a refused, reset or empty one."""
 
 from __future__ import annotations
 
@@ -10,7 +12,19 @@ import subprocess
 import sys
 
 import pytest
-from clusterlib import api, changed_nothing, deployed_plan, greedy, inventory_copy, inventory_vars, main_pid, playbook
+from clusterlib import (
+    api,
+    changed_nothing,
+    client,
+    deployed_plan,
+    greedy,
+    inventory_copy,
+    inventory_vars,
+    main_pid,
+    playbook,
+    started_at,
+    through_switch,
+)
 from labtest import REPO, http_command, inventory_hosts, lab
 from test_1_serving import SINGLE_PORT
 from test_1_serving import single_process as serving_single_process
@@ -19,6 +33,7 @@ RECORD = ".llamarpc-models.json"
 FOREIGN = "operator-notes.gguf"  # in the model directory, placed by no one but the operator
 PROMPTS = ("The capital of France is", "Six small machines")
 STATE = {}
+SERVER = "llamarpc-server"
 single_process = serving_single_process  # test_1's fixture: the single process on the same files, the reference
 
 
@@ -86,8 +101,11 @@ def test_a_new_split_is_staged_and_the_previous_model_kept(tmp_path, sets):
     previous_files = STATE["before"]["record"]["models"][served()[0]]["files"]
     node1 = lab("node1")
     node1.run_expect([0], f"echo mine > {inventory_vars()['llama_model_dir']}/{FOREIGN}")
-    result = playbook(inventory_copy(tmp_path, with_model(sets[2])), name="site.yml")
+    with client(pause=0.2) as answers:
+        result = playbook(inventory_copy(tmp_path, with_model(sets[2])), name="site.yml")
     assert result.returncode == 0, result.stdout[-3000:]
+    problems = through_switch(answers, started_at(node1, SERVER))
+    assert not problems, "\n".join(problems)
     assert served()[1] == STATE["before"]["served"][0] and len(served()) == 2
     assert all(holds(name) for name in previous_files), "the previous model's shards stay for a rollback"
     assert deployed_plan()["model_path"].endswith("-00001-of-00002.gguf")
@@ -106,8 +124,12 @@ def test_a_rollback_serves_the_previous_model_without_a_download_and_removes_the
     new_files = record()["models"][now]["files"]
     previous = inodes(STATE["before"]["record"]["models"][STATE["before"]["served"][0]]["files"])
     # keep_previous 0 for this run: after the rollback only the model served is kept - the 2-shard set goes.
-    result = playbook(inventory_copy(tmp_path, with_model(sets[2], llama_model_keep_previous=0)), name="rollback.yml")
+    inventory = inventory_copy(tmp_path, with_model(sets[2], llama_model_keep_previous=0))
+    with client(pause=0.2) as answers:
+        result = playbook(inventory, name="rollback.yml")
     assert result.returncode == 0, result.stdout[-3000:]
+    problems = through_switch(answers, started_at(lab("node1"), SERVER))
+    assert not problems, "\n".join(problems)
     assert served() == [STATE["before"]["served"][0]]
     assert inodes(STATE["before"]["record"]["models"][STATE["before"]["served"][0]]["files"]) == previous
     assert ids() == STATE["before"]["ids"]
