@@ -233,6 +233,8 @@ def speculation(c=None, a=None):
         "call_seconds": a["call_seconds"],
         "compute_factor": a["compute_factor"],
     }
+    summary = c["summary"]
+    share = perf.head_share(summary["output_bytes"], sum(summary["layer_bytes"]) + summary["output_bytes"])
     rows = []
     for mbit in LINKS_MBIT:
         nodes = pass_nodes(per, mbit * 1e6 / 8 * a["link_efficiency"], a)
@@ -240,12 +242,11 @@ def speculation(c=None, a=None):
         for acceptance in SPEC_ACCEPTANCE:
             by_k = {}
             for k in SPEC_DRAFT_MAX:
-                fast = perf.speculative(
-                    nodes, k, acceptance, {"bytes": draft["read_bytes"], "bandwidth": a["memory_bandwidth"]}, **terms
-                )
+                on_cpu = {"bytes": draft["read_bytes"], "bandwidth": a["memory_bandwidth"]}
+                fast = perf.speculative(nodes, k, acceptance, on_cpu, share=share, **terms)
                 by_k[k] = {"tokens_per_second": fast["tokens_per_second"], "tokens_per_pass": fast["tokens_per_pass"]}
             rows.append({"link_mbit": mbit, "acceptance": acceptance, "plain_tps": plain, "draft_max": by_k})
-    return {"draft": draft, "plan": spec_plan, "rows": rows}
+    return {"draft": draft, "plan": spec_plan, "rows": rows, "head_share": share, "slope": perf.verify_slope_for(share)}
 
 
 def speculation_json(s=None):
@@ -255,7 +256,8 @@ def speculation_json(s=None):
         "draft": seed_gguf.DRAFT_SHAPE["name"],
         "draft_tensor_bytes": s["draft"]["out"]["tensor_bytes"],
         "draft_on": "node1's CPU",
-        "verify_token_slope": perf.VERIFY_TOKEN_SLOPE,
+        "head_share": s["head_share"],
+        "verify_slope": s["slope"],
         "rows": [
             {
                 "link_mbit": row["link_mbit"],
@@ -295,9 +297,10 @@ def speculation_lines(s=None):
         "Tokens/s of the seed's plan, plain and with the draft at `k` drafted tokens per pass (`--spec-draft-n-max`),",
         "by the performance model: per pass the draft reads its weights `k + 1` times, the verification of `k + 1`",
         "tokens reads every weight once (each drafted token adds "
-        f"{perf.VERIFY_TOKEN_SLOPE} of a token's compute, batches timed",
-        "through an RPC worker on this project's machines, not on the seed's) and pays each worker's round trip once,"
-        " with the",
+        f"{s['slope']:.3f} of a token's compute: {perf.VERIFY_BODY_SLOPE} for the layers' batch and",
+        f"{perf.VERIFY_HEAD_SLOPE} x the output head's {s['head_share']:.1%} share of a token's bytes for its logits,"
+        " both measured",
+        "on this project's machines, not on the seed's) and pays each worker's round trip once, with the",
         "logits of every verified token back from the last worker; a pass yields `1 + a (1 - a^k) / (1 - a)` tokens",
         "at acceptance `a`.",
         "",
@@ -322,8 +325,8 @@ def speculation_lines(s=None):
         "A pass reads the 19.4 GB of weights once for several tokens, which is the gain; what eats into it is the",
         "draft's own reads (0.39 GB per drafted token on node1), the logits of every verified token back over the",
         "last worker's link (608 KB each: what 1 Gbit/s gains over 100 Mbit/s), and the verification's compute,",
-        f"which grows by {perf.VERIFY_TOKEN_SLOPE} of a token's per drafted token: every longer draft gains less, k = 7"
-        " least. The acceptance depends on",
+        f"which grows by {s['slope']:.3f} of a token's per drafted token: every longer draft gains less. The"
+        " acceptance depends on",
         "the text (code and quoting accept more than free prose) and was never measured on the seed.",
     ]
     return lines

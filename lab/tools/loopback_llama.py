@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the lab's loopback measurements share (build_priority_bench.py, verify_cost.py): a free port, one request
+"""What the lab's loopback measurements share (build_priority_bench.py): a free port, one request
 to llama-server on loopback, and the wait for its /health. Standard library only."""
 
 from __future__ import annotations

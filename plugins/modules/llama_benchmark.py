@@ -385,16 +385,12 @@ result:
           weights read per drafted token, from its GGUF header); null without.
         - The summary then has C(drafted), C(accepted), C(acceptance) (accepted / drafted), C(drafted_per_pass) and
           C(accepted_per_pass) (over the target's passes, generated - accepted tokens), and beside a pair
-          C(same_output_as_pair); the report adds C(verify_slope).
+          C(same_output_as_pair).
+        - O(mode=report) adds C(verify_slope) (what each drafted token adds to a verification pass, as a fraction of
+          one token's predicted compute), C(slope_fitted_here) and C(head_share) (the output head's share of the bytes
+          a token reads). The slope is fitted on the configurations with speculation and no draft model at the least
+          added round trip among them (C(slope_fitted_here) true), and predicts the others.
       type: dict
-    batch_costs:
-      description:
-        - Beside a plain pair - what the pair took to compute prompts of 1 to 8 tokens (C(tokens), C(ms) - the median
-          of O(repeats) of llama-server's C(timings.prompt_ms), no prompt cache), as a verification pass computes its
-          drafted tokens in one batch. O(mode=report) fits the time each token adds beyond the first (the summary's
-          C(verify_slope), a fraction of one token's predicted compute) and predicts the speculation with it.
-      type: list
-      elements: dict
     prompt_name: {description: O(prompt_name) when given., type: str}
 pair_result:
   description: The pair's measurements (O(pair)), as RV(result); its runs carry the same C(pair) keys.

@@ -98,32 +98,6 @@ def completion(base_url, prompt_tokens, predict_tokens, timeout=600.0):
     }
 
 
-def batch_costs(base_url, largest, repeats, post=http_json):
-    """Milliseconds llama-server takes to compute a prompt of ``n`` tokens, for ``n`` = 1 .. ``largest`` (no prompt
-    cache, one token generated; ``timings.prompt_ms``), the median of ``repeats`` each: ``[{tokens, ms}]``. A
-    speculative pass verifies its drafted tokens in one batch, as a prompt is computed, so this is what a verification
-    of ``n - 1`` drafted tokens costs on the server's workers. The ids are the first ``n`` of a synthetic prompt's
-    (``/tokenize``). Each size runs once untimed first (the first batch of a size builds its graph, several times
-    slower), then the sizes take turns, one of each per round, so that a machine's load drifting meanwhile reaches
-    every size alike. Raises RuntimeError when the server does not answer or computes another number of tokens."""
-    status, answer = post(base_url + "/tokenize", {"content": prompt_of(2 * largest), "add_special": True})
-    ids = (answer or {}).get("tokens") or []
-    if status != 200 or len(ids) < largest:
-        raise RuntimeError(f"/tokenize gave {len(ids)} tokens (HTTP {status}), not the {largest} a batch needs")
-    sizes = range(1, int(largest) + 1)
-    times = {n: [] for n in sizes}
-    for round_ in range(1 + max(1, int(repeats))):
-        for n in sizes:
-            body = {"prompt": ids[:n], "n_predict": 1, "cache_prompt": False, "temperature": 0}
-            status, answer = post(base_url + "/completion", body)
-            timings = (answer or {}).get("timings") or {}
-            if status != 200 or timings.get("prompt_n") != n or timings.get("prompt_ms") is None:
-                raise RuntimeError(f"a batch of {n} tokens: HTTP {status}, {timings.get('prompt_n')} tokens computed")
-            if round_:
-                times[n].append(float(timings["prompt_ms"]))
-    return [{"tokens": n, "ms": statistics.median(times[n])} for n in sizes]
-
-
 def alternated_runs(bases, prompts, predicts, repeats, pair_id="", complete=completion):
     """Every (prompt, output) pair ``repeats`` times on each of ``bases``, llama-servers loaded side by side: one
     request to each in turn, the order rotating from one request to the next (A B, then B A), so that whatever a

@@ -18,7 +18,6 @@ import time
 from ansible_collections.llamarpc.cluster.plugins.module_utils.bench import _bench_spec
 from ansible_collections.llamarpc.cluster.plugins.module_utils.bench._bench import (
     alternated_runs,
-    batch_costs,
     bytes_between,
     completion,
     completion_summary,
@@ -49,7 +48,11 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_pla
     assign_layers,
 )
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._cluster_plan import summarize as model_summary
-from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._perf_model import effective_bandwidth, predict
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._perf_model import (
+    effective_bandwidth,
+    head_share,
+    predict,
+)
 from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _delay_proxy, _rpc_protocol, _rpc_wire
 from ansible_collections.llamarpc.cluster.plugins.module_utils.sshfs._sshfs import parse_mountinfo
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
@@ -206,6 +209,7 @@ def predictions(p, results, links, burst=0):
         if link.get("kind") == "raw TCP":
             throughput.setdefault(link.get("from"), float(link.get("mb_per_s") or 0) * 1e6)
     layers = p["layers"] or prof.get("n_layer") or 1
+    staged = []
     for r in results:
         workers = r.get("rpc") or []
         # The emulated round trip: twice what the proxy really held each chunk while the completions ran (its timer
@@ -228,14 +232,18 @@ def predictions(p, results, links, burst=0):
             "activation_bytes": 2 * prof.get("activation_bytes", 0),
             "logits_bytes": prof.get("logits_bytes", 0),
         }
-        plain = predict(nodes, r.get("split_mode", "layer"), layers=layers, **terms)
-        # Speculation: per pass, from the drafted and accepted tokens it counted (the draft on the coordinator's CPU),
-        # each verified token costing what the batches timed beside it did (the constant without them).
-        slope = _bench_spec.verify_slope(r.get("batch_costs"), plain["compute_seconds"])
+        staged.append((r, nodes, terms, predict(nodes, r.get("split_mode", "layer"), layers=layers, **terms)))
+    # Speculation: per pass, from the drafted and accepted tokens it counted (the draft on the coordinator's CPU),
+    # each drafted token adding the slope fitted on the n-gram configurations at the least round trip.
+    share = head_share(prof.get("head_bytes", 0), read_bytes)
+    slope, fitted = _bench_spec.calibrated_slope(staged, bandwidth, share)
+    for r, nodes, terms, plain in staged:
         model = _bench_spec.predict(nodes, r, bandwidth, slope, **terms) or plain
         s = r.setdefault("summary", {})
         if r.get("speculative"):
             s["verify_slope"] = slope
+            s["slope_fitted_here"] = r["name"] in fitted
+            s["head_share"] = share
         s["predicted_tps"] = model["tokens_per_second"]
         s["predicted_compute_s"] = model["compute_seconds"]
         s["predicted_network_s"] = model["network_seconds"]
@@ -385,9 +393,6 @@ class Bench:
                 result["load_network"] = bytes_between(before, network_counters())
             held = self.read_hold()
             measure(bases, p, results, f"{p['name']}@{time.time():.3f}")
-            if pair and results[0]["speculative"]:
-                # What a verification of k drafted tokens costs on these workers: batches on the plain pair.
-                results[0]["batch_costs"] = batch_costs(bases[1], _bench_spec.BATCH_PROBE_TOKENS, p["repeats"])
             results[0]["proxy_hold"] = hold_between(held, self.read_hold())
             if pair and pair["proxied"]:
                 results[1]["proxy_hold"] = results[0]["proxy_hold"]

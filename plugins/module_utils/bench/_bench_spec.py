@@ -23,9 +23,6 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf
 #: Where the benchmark runs a draft model: the coordinator's CPU, llama.cpp's device ``none`` (what the planner gives a
 #: draft requested on ``_cluster_plan.DRAFT_ON_CPU``).
 DRAFT_DEVICE = "none"
-#: The largest batch the benchmark times on the plain server beside each speculative one (``_bench.batch_costs``):
-#: a pass of the longest draft it runs (7 tokens) verifies 8.
-BATCH_PROBE_TOKENS = 8
 
 
 def server_args(speculative, draft_summary=None):
@@ -67,17 +64,43 @@ def same_as_pair(runs, pair_runs):
     return all(a == b for a, b in mine) if mine else None
 
 
-def verify_slope(costs, one_token_seconds):
-    """``_perf_model.VERIFY_TOKEN_SLOPE`` measured on the benchmark's nodes: the seconds each token of a batch adds
-    beyond its first (``_bench.batch_costs`` of the plain server beside a speculative one; a least-squares fit
-    through the origin of the batches' times less one token's), over one token's compute as the model predicts it
-    for the same workers (``one_token_seconds``). The constant when nothing was measured."""
-    one = next((c["ms"] for c in costs or () if c.get("tokens") == 1), None)
-    points = [(c["tokens"] - 1, c["ms"] - one) for c in costs or () if one is not None and c.get("tokens", 0) > 1]
-    if not points or not one_token_seconds or one_token_seconds <= 0:
-        return perf.VERIFY_TOKEN_SLOPE
-    extra_seconds = sum(x * y for x, y in points) / sum(x * x for x, _y in points) / 1000.0
-    return max(0.0, extra_seconds / float(one_token_seconds))
+def calibrated_slope(staged, bandwidth, share=0.0):
+    """``_perf_model.verify_slope_for`` measured on the benchmark's nodes: what each drafted token adds to a
+    verification pass, as a fraction of one token's predicted compute. A pass costs more than its batch's compute:
+    llama-server computes and returns the logits of every verified token and samples each, which no prompt shows.
+
+    Fitted on the speculative configurations without a draft model at the least round trip among them (drafting costs
+    nothing there and the network least): a least-squares fit through the origin of (drafted tokens per pass x one
+    token's predicted compute, the measured seconds per pass less the prediction with no slope). ``staged``: per
+    result ``(result, nodes, terms, plain)``, ``plain`` the model's prediction without speculation; ``bandwidth``: the
+    coordinator's, for a draft; ``share``: the output head's share of a token's bytes. Returns ``(slope, names of the
+    configurations it was fitted on)``; ``verify_slope_for(share)`` and no name when no such configuration ran or
+    drafted."""
+    fit = []
+    for r, nodes, terms, plain in staged:
+        summary = r.get("summary") or {}
+        ngram = r.get("speculative") and not r["speculative"].get("draft_path")
+        if ngram and summary.get("generation_tps") and summary.get("drafted_per_pass"):
+            fit.append((float(r.get("proxy_delay_ms") or 0), r, nodes, terms, plain))
+    least = min((delay for delay, *_rest in fit), default=None)
+    points, names = [], []
+    for delay, r, nodes, terms, plain in fit:
+        if delay != least:
+            continue
+        summary = r["summary"]
+        tokens = 1.0 + summary["accepted_per_pass"]
+        at_zero = predict(nodes, r, bandwidth, 0.0, **terms)
+        points.append(
+            (
+                plain["compute_seconds"] * summary["drafted_per_pass"],
+                tokens / summary["generation_tps"] - at_zero["seconds_per_token"] * tokens,
+            )
+        )
+        names.append(r["name"])
+    square = sum(x * x for x, _y in points)
+    if square <= 0:
+        return perf.verify_slope_for(share), []
+    return max(0.0, sum(x * y for x, y in points) / square), names
 
 
 def predict(nodes, result, bandwidth, slope, **terms):
@@ -117,9 +140,9 @@ def report_lines(results):
         "Each speculative configuration ran beside its plain layer split (same round trip through the same proxy, the "
         "output layer on a worker on the coordinator's host in both), completions alternating. Acceptance is "
         "llama-server's (accepted / drafted); per pass: over the target's passes (generated - accepted tokens). The "
-        "prediction takes the drafted and accepted tokens per pass that were counted, and what each verified token "
-        "added (verify slope, a fraction of one token's compute) to batches of 1 to "
-        f"{BATCH_PROBE_TOKENS} tokens timed on the plain pair.",
+        "prediction takes the drafted and accepted tokens per pass that were counted, and what each drafted token "
+        "adds to a verification pass (verify slope, a fraction of one token's compute), fitted on the configurations "
+        "marked *fit* (no draft model, the least round trip); the others are predicted.",
         "",
         "| configuration | speculation | prompt | rtt ms | acceptance | drafted/pass | accepted/pass | tok/s "
         "| predicted | predicted/measured | verify slope | output = pair |",
@@ -137,7 +160,8 @@ def report_lines(results):
             f"| {r['name']} | {kind} | {r.get('prompt_name') or '-'} | {_fmt(rtt, 0)} "
             f"| {_fmt(s.get('acceptance'))} | {_fmt(s.get('drafted_per_pass'))} | {_fmt(s.get('accepted_per_pass'))} "
             f"| {_fmt(s.get('generation_tps'))} | {_fmt(s.get('predicted_tps'))} "
-            f"| {_fmt(s.get('predicted_over_measured'))} | {_fmt(s.get('verify_slope'))} "
+            f"| {_fmt(s.get('predicted_over_measured'))} | {_fmt(s.get('verify_slope'))}"
+            f"{' *fit*' if s.get('slope_fitted_here') else ''} "
             f"| {'-' if same is None else ('yes' if same else 'NO')} |"
         )
     return lines

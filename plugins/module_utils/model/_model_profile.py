@@ -15,7 +15,8 @@ What the proportions decide (llama-server with ``-ngl all`` over RPC workers, th
   offloaded tensors at or under it cross the coordinator's link again on every load, cache warm or not
   (``warm_load_bytes``).
 * Each generated token sends the hidden state (``activation_bytes``, f32) to each worker and brings the logits
-  (``logits_bytes``, f32 per vocabulary entry) back from the output layer's worker.
+  (``logits_bytes``, f32 per vocabulary entry) back from the output layer's worker; the output matrix (``head_bytes``,
+  the embedding when tied) computes them, once per verified position in a speculative pass.
 
 Standard library only; tensors as ``_gguf_header.read_model`` gives them (``name``, ``dims`` in ggml order, ``type``,
 ``bytes``).
@@ -145,6 +146,7 @@ def profile(tensors, name="", threshold=CACHE_THRESHOLD_BYTES):
         "weight_bytes": weights,
         "embedding_bytes": embd["bytes"],
         "embedding_share": embd["bytes"] / weights,
+        "head_bytes": embd["bytes"] if tied else by_name["output.weight"]["bytes"],
         "tied_output": tied,
         "threshold_bytes": threshold,
         "small_tensors": len(small),

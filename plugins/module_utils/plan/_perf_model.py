@@ -80,7 +80,7 @@ pass and the drafted tokens per pass directly (``speculative``'s ``accepted``; a
 text repeats, so its mean draft is shorter than its maximum). Per pass it costs::
 
     t_pass = (k + 1) * t_draft                                   (a draft model; 0 for the n-gram types)
-           + sum_i(read_i * (1 + k * VERIFY_TOKEN_SLOPE))       (weights read once, compute grows with k)
+           + sum_i(read_i * (1 + k * verify_slope_for(share)))   (weights read once, compute grows with k)
            + sum_workers(round_trips * (rtt_w + call_seconds) + (k + 1) * activations / throughput_w)
            + (k + 1) * logits / throughput_last
 
@@ -88,12 +88,14 @@ text repeats, so its mean draft is shorter than its maximum). Per pass it costs:
 trip and the draft's logits back. The draft model runs ``k`` passes one token after another and one batch that catches
 it up on the accepted tokens (``common/speculative.cpp``, draft-simple: ``k + 1``). The round trips of the
 verification are the plain token's: one per worker and pass, not per token, which is where a slow mesh gains.
-``VERIFY_TOKEN_SLOPE``: each token of a batch beyond its first adds that fraction of one token's time, measured as a
-batch of ``n`` tokens through an RPC worker against one token (``lab/tools/verify_cost.py``; the benchmark measures it
-on its own nodes, through the plain server beside each speculative one). Measured on Gemma 3 270M through a loopback
-worker, two threads: ``n`` = 2, 3, 4, 5, 9 cost 1.04-1.06, 1.12-1.13, 1.24-1.26, 1.60-1.61, 1.78-2.12 x one token,
-about 0.12 per extra token fitted through all of them. A batch is not a free read: the workers compute without
-repacked weights, and small batches there gain little over one token at a time.
+``verify_slope_for``: each drafted token adds that fraction of one token's time to the pass that verifies it, in two
+parts. The body's: a batch of ``n`` new tokens behind the cached text costs about ``VERIFY_BODY_SLOPE`` of a token
+more per token (measured through one loopback RPC worker, docs/development.md). The output head's: a verification
+computes, returns and samples the logits of every verified position where a prompt computes one, so each drafted token
+also costs ``VERIFY_HEAD_SLOPE`` times the head's share of the bytes a token reads (``share``): 0.72 on Gemma 3 270M,
+whose 262,144-entry head is its largest matrix, about 0.03 on Qwen2.5-32B. The head's part is what the benchmark fits
+on the bench lab (``_bench_spec.calibrated_slope``: its n-gram configurations at the least round trip,
+docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -110,11 +112,23 @@ RPC_COMPUTE_FACTOR = 1.0
 TENSOR_SYNCS_PER_LAYER = 2
 
 
-#: What each token of a verification batch beyond its first adds, as a fraction of one token's time (module
-#: docstring): a least-squares fit through the origin of (n - 1, cost(n) / cost(1) - 1) over ``verify_cost.py``'s
-#: batches through one RPC worker on this project's machines (n = 2, 3, 4, 5, 9: 0.118); the benchmark measures its
-#: own nodes' (``_bench_spec.verify_slope``).
-VERIFY_TOKEN_SLOPE = 0.12
+#: What each token of a batch behind the cached text adds, as a fraction of one token's time (module docstring):
+#: ``n`` = 1..8 new tokens through a loopback RPC worker holding Gemma 3 270M, a least-squares fit (0.081).
+VERIFY_BODY_SLOPE = 0.08
+#: What each verified position's logits add per unit of the head's share of a token's bytes (module docstring): the
+#: benchmark's fitted slope on the bench lab (0.329 on Gemma 3 270M, head share 0.723) less the body's, over the share.
+VERIFY_HEAD_SLOPE = 0.34
+
+
+def head_share(output_bytes, read_bytes):
+    """The output head's share of the bytes a token reads (the planner's ``output_bytes`` over the layers' and its)."""
+    return float(output_bytes) / float(read_bytes) if read_bytes else 0.0
+
+
+def verify_slope_for(share, body=VERIFY_BODY_SLOPE, head=VERIFY_HEAD_SLOPE):
+    """What each drafted token adds to its verification pass, as a fraction of one token's time, for a model whose
+    output head is ``share`` of the bytes a token reads (module docstring)."""
+    return float(body) + float(head) * float(share)
 
 
 def round_trips_per_token(workers, split_mode="layer", layers=1):
@@ -213,7 +227,8 @@ def speculative(
     activation_bytes=0,
     logits_bytes=0,
     shared_bandwidth=0.0,
-    verify_slope=VERIFY_TOKEN_SLOPE,
+    verify_slope=None,
+    share=0.0,
     call_seconds=RPC_CALL_SECONDS,
     compute_factor=RPC_COMPUTE_FACTOR,
     accepted=None,
@@ -226,9 +241,10 @@ def speculative(
     accepted tokens over its passes); ``draft``: the draft model, ``{bytes, bandwidth}`` (weights read per draft
     token, bytes/s) and, on a worker, ``rtt``, ``throughput``, ``burst`` and ``logits_bytes``; None for the n-gram
     types (drafting costs nothing). ``activation_bytes``/``logits_bytes``: per token, as ``predict``'s;
-    ``verify_slope``: what each drafted token adds to the verification's compute, as a fraction of one token's
-    (``VERIFY_TOKEN_SLOPE``). Returns ``predict``'s keys (per generated token) and ``tokens_per_pass``,
-    ``draft_seconds``, ``verify_seconds`` (per pass)."""
+    ``verify_slope``: what each drafted token adds to the verification's compute, as a fraction of one token's; None:
+    ``verify_slope_for(share)``, ``share`` the output head's share of a token's bytes (``head_share``). Returns
+    ``predict``'s keys (per generated token) and ``tokens_per_pass``, ``draft_seconds``, ``verify_seconds`` (per
+    pass)."""
     if accepted is None and acceptance is None:
         raise ValueError("speculative decoding's prediction needs an acceptance rate or the accepted tokens per pass")
     if accepted is not None and not 0.0 <= float(accepted) <= max(float(drafted), 0.0):
@@ -243,7 +259,8 @@ def speculative(
         call_seconds=call_seconds,
         compute_factor=compute_factor,
     )
-    compute = one["compute_seconds"] * (1.0 + float(verify_slope) * float(drafted))
+    slope = verify_slope_for(share) if verify_slope is None else float(verify_slope)
+    compute = one["compute_seconds"] * (1.0 + slope * float(drafted))
     drafting = 0.0
     if draft:
         bandwidth = float(draft.get("bandwidth") or 0)

@@ -155,13 +155,17 @@ def predict_speculation(model, memory, coordinator, links, memory_bandwidth, acc
             on_worker = _node({"name": host, "weight_bytes": 0}, coordinator, links, memory_bandwidth)
             draft.update(rtt=on_worker["rtt"], throughput=on_worker["throughput"], logits_bytes=logits)
     terms = {"activation_bytes": int(model["n_embd"]) * ACTIVATION_BYTES_PER_WIDTH, "logits_bytes": logits}
-    fast = perf.speculative(nodes, drafted, acceptance, draft, **terms)
+    share = perf.head_share(
+        model.get("output_bytes", 0), sum(model.get("layer_bytes") or ()) + model.get("output_bytes", 0)
+    )
+    fast = perf.speculative(nodes, drafted, acceptance, draft, share=share, **terms)
     plain = perf.speculative(nodes, 0, 0.0, None, **terms)
     return {
         "types": list(speculative["types"]),
         "drafted_per_pass": drafted,
         "acceptance": float(acceptance),
         "tokens_per_pass": fast["tokens_per_pass"],
+        "verify_slope": perf.verify_slope_for(share),
         "logits_counted": bool(logits),
         "with": fast,
         "without": plain,

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import seed_paper
 
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _perf_model as perf
+
 
 def test_the_page_is_current():
     """Fails when the planner, the performance model or the tool changed and the page was not regenerated
@@ -105,10 +107,10 @@ def test_speculation_on_paper_beats_the_plain_split_at_the_default_draft_and_is_
         low, high = rows[(mbit, 0.5)], rows[(mbit, 0.7)]
         assert low["plain_tps"] < low["draft_max"][3]["tokens_per_second"] < high["draft_max"][3]["tokens_per_second"]
         assert low["draft_max"][3]["tokens_per_pass"] == pytest.approx(1.875)
-    # Each drafted token adds VERIFY_TOKEN_SLOPE of a token's compute, which outgrows what it yields: k = 7 is slower
-    # than k = 5, and k = 5 than k = 3.
-    tps = [rows[(100, 0.7)]["draft_max"][k]["tokens_per_second"] for k in (3, 5, 7)]
-    assert tps[0] > tps[1] > tps[2]
+    # The 32B's head is a small share of its bytes (152,064 x 5,120 of 19.4 GB): each drafted token adds little more
+    # than the layers' batch.
+    assert 0.02 < s["head_share"] < 0.05
+    assert s["slope"] == pytest.approx(perf.verify_slope_for(s["head_share"])) and s["slope"] < 0.1
     page = seed_paper.OUT.read_text(encoding="utf-8")
     assert "## Speculative decoding" in page and "| seed, measured | - | 0.52 | - | - | - |" in page
     paper = seed_paper.summary_json()

@@ -78,84 +78,75 @@ def test_greedy_outputs_are_compared_with_the_pairs_back_to_back_completion():
     assert _bench_spec.same_as_pair(mine, []) is None
 
 
-def test_the_verify_slope_is_what_each_token_of_a_timed_batch_added_over_one_tokens_compute():
-    """Batches of 1, 2, 3 tokens in 100, 110, 120 ms: 10 ms per token beyond the first, 0.2 of a 50 ms token."""
-    costs = [{"tokens": 1, "ms": 100.0}, {"tokens": 2, "ms": 110.0}, {"tokens": 3, "ms": 120.0}]
-    assert _bench_spec.verify_slope(costs, 0.05) == pytest.approx(0.2)
-    # A least-squares fit through the origin: (1, 5) and (2, 20) give (5 + 40) / 5 = 9 ms per token.
-    uneven = [{"tokens": 1, "ms": 100.0}, {"tokens": 2, "ms": 105.0}, {"tokens": 3, "ms": 120.0}]
-    assert _bench_spec.verify_slope(uneven, 0.09) == pytest.approx(0.1)
-    assert _bench_spec.verify_slope([{"tokens": 1, "ms": 100.0}, {"tokens": 2, "ms": 90.0}], 0.05) == 0.0
-    for nothing in (None, [], [{"tokens": 2, "ms": 110.0}], [{"tokens": 1, "ms": 100.0}]):
-        assert _bench_spec.verify_slope(nothing, 0.05) == perf.VERIFY_TOKEN_SLOPE
-    assert _bench_spec.verify_slope(costs, 0.0) == perf.VERIFY_TOKEN_SLOPE
+def spec_result(name, delay, drafted, accepted, tps, **extra):
+    """A speculative result of 16 tokens on two workers ``delay`` ms away (each way), its summary counted."""
+    spec = {**NGRAM, "draft_read_bytes": 0, **extra}
+    result = {"name": name, "rpc": ["a:1", "b:1"], "split_mode": "layer", "proxy_delay_ms": delay}
+    result.update(speculative=spec, prompt_name="code", runs=[run(16, drafted, accepted, tps=tps, pair=f"{name}/0")])
+    result["summary"] = _bench.completion_summary(result["runs"])
+    return result
 
 
-def test_a_batch_is_timed_from_the_servers_own_prompt_timings():
-    """batch_costs sends the first n token ids of a tokenized prompt without the prompt cache, n = 1 .. largest, one
-    untimed round first and then the sizes in turn, and takes the median prompt_ms; a server that computed another
-    number of tokens is an error, not a figure."""
-    sent = []
-    # Per round: the untimed one slow (a new batch size builds its graph), then 0, 5 and 1 ms of noise.
-    noise = [500.0, 0.0, 5.0, 1.0]
-
-    def server(url, body):
-        sent.append((url.rsplit("/", 1)[1], body))
-        if url.endswith("/tokenize"):
-            return 200, {"tokens": list(range(100, 120))}
-        n = len(body["prompt"])
-        return 200, {"timings": {"prompt_n": n, "prompt_ms": 50.0 + 10 * n + noise[(len(sent) - 2) // 3]}}
-
-    costs = _bench.batch_costs("http://x", 3, 3, post=server)
-    assert costs == [{"tokens": 1, "ms": 61.0}, {"tokens": 2, "ms": 71.0}, {"tokens": 3, "ms": 81.0}]
-    completions = [body for kind, body in sent if kind == "completion"]
-    assert len(completions) == 12 and all(b["cache_prompt"] is False and b["n_predict"] == 1 for b in completions)
-    assert [b["prompt"] for b in completions[:4]] == [[100], [100, 101], [100, 101, 102], [100]]
-
-    def cached(url, body):
-        if url.endswith("/tokenize"):
-            return 200, {"tokens": list(range(10))}
-        return 200, {"timings": {"prompt_n": 1, "prompt_ms": 5.0}}
-
-    with pytest.raises(RuntimeError, match="a batch of 2 tokens: HTTP 200, 1 tokens computed"):
-        _bench.batch_costs("http://x", 3, 1, post=cached)
-    with pytest.raises(RuntimeError, match="/tokenize gave 2 tokens"):
-        _bench.batch_costs("http://x", 3, 1, post=lambda url, body: (200, {"tokens": [1, 2]}))
+def test_the_verify_slope_is_fitted_on_the_ngram_configurations_at_the_least_round_trip():
+    """One worker, one token's compute 0.1 s, no added round trip (one RPC call per pass): passes that drafted 4 and
+    1 tokens took 0.18 and 0.12 s; the slope is the least-squares fit of what they took beyond one token over 0.1 s x
+    the drafted tokens. A configuration at a longer round trip, or with a draft model, is not fitted on while a nearer
+    n-gram one ran; a fit below zero is zero; nothing to fit on gives the constant."""
+    nodes = [{"name": "w", "bytes": 100.0, "bandwidth": 1000.0, "rtt": 0.0}]
+    plain = {"compute_seconds": 0.1}
+    four = spec_result("four", 0, 16, 12, tps=4 / 0.18)  # 4 passes, each 4 drafted and 3 accepted: 4 tokens
+    one = spec_result("one", 0, 8, 8, tps=2 / 0.12)  # 8 passes, each 1 drafted and accepted: 2 tokens
+    far = spec_result("far", 8, 16, 12, tps=100.0)  # faster than one token: below zero
+    drafted = spec_result("drafted", 0, 16, 12, tps=1.0, draft_path="/d.gguf", draft_read_bytes=10)
+    staged = [(r, nodes, {}, plain) for r in (four, one, far, drafted)]
+    call = perf.RPC_CALL_SECONDS
+    slope, names = _bench_spec.calibrated_slope(staged, 1000.0)
+    assert names == ["four", "one"]
+    points = [(0.4, 0.18 - 0.1 - call), (0.1, 0.12 - 0.1 - call)]
+    assert slope == pytest.approx(sum(x * y for x, y in points) / sum(x * x for x, _y in points))
+    assert 0.19 < slope < 0.2
+    assert _bench_spec.calibrated_slope([(far, nodes, {}, plain)], 1000.0) == (0.0, ["far"])
+    assert _bench_spec.calibrated_slope([(drafted, nodes, {}, plain)], 1000.0) == (perf.VERIFY_BODY_SLOPE, [])
+    assert _bench_spec.calibrated_slope([], 1000.0, 0.5) == (perf.verify_slope_for(0.5), [])
 
 
 def test_the_report_predicts_a_speculative_pass_from_what_was_counted(run_module, tmp_path):
-    """Calibrated on single (10 tok/s: a token's compute is 0.1 s): two workers 16 ms away; the n-gram configuration
-    drafted 4 and accepted 3 tokens per pass (4 passes of 16 tokens), its pair none; batches on the pair took 5 ms more
-    per token (0.05 of a token's compute)."""
+    """Calibrated on single (10 tok/s: a token's compute is 0.1 s): two workers; the n-gram configuration at 0 ms
+    drafted 4 and accepted 3 tokens per pass (4 passes of 16 tokens) at 20 tok/s, which fits the slope; the same at 16
+    ms of round trip is predicted with it, its pair without speculation."""
     single = {"name": "single", "rpc": [], "split_mode": "none", "summary": {}, "runs": [run(16)]}
-    common = {"rpc": ["a:1", "b:1"], "split_mode": "layer", "proxy_delay_ms": 8}
-    spec = {**common, "name": "spec-ngram", "speculative": dict(NGRAM, draft_read_bytes=0), "prompt_name": "code"}
-    spec.update(runs=[run(16, 16, 12, tps=20.0, pair="p/0")], paired_with="spec-plain")
-    spec["batch_costs"] = [{"tokens": n, "ms": 100.0 + 5 * (n - 1)} for n in (1, 2, 3)]
-    plain = {**common, "name": "spec-plain", "speculative": None, "paired_with_speculation": True}
-    plain["runs"] = [run(16, tps=8.0, pair="p/0")]
-    for result in (single, spec, plain):
-        result["summary"] = _bench.completion_summary(result["runs"])
+    single["summary"] = _bench.completion_summary(single["runs"])
+    near = spec_result("spec-near", 0, 16, 12, tps=20.0)
+    spec = spec_result("spec-ngram", 8, 16, 12, tps=12.0)
+    spec["paired_with"] = "spec-plain"
+    plain = {"rpc": ["a:1", "b:1"], "split_mode": "layer", "proxy_delay_ms": 8, "name": "spec-plain"}
+    plain.update(speculative=None, paired_with_speculation=True, runs=[run(16, tps=8.0, pair="spec-ngram/0")])
+    plain["summary"] = _bench.completion_summary(plain["runs"])
     out = run_module(
         mod,
-        {"mode": "report", "results": [single, spec, plain], "results_dir": str(tmp_path / "r"), "model_bytes": 1000,
-         "spec_targets": {"code": 2.0}},
+        {"mode": "report", "results": [single, near, spec, plain], "results_dir": str(tmp_path / "r"),
+         "model_bytes": 1000, "spec_targets": {"code": 2.0}},
     )  # fmt: skip
     assert not out.failed, out.result
     by_name = {r["name"]: r["summary"] for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"]}
-    rtt = 0.016 + perf.RPC_CALL_SECONDS
-    # A pass: 5 tokens verified, one token's compute (0.1 s) and 4 x 0.05 of it, 2 round trips; it yields 1 + 3 tokens.
-    assert by_name["spec-ngram"]["verify_slope"] == pytest.approx(0.05)
-    assert by_name["spec-ngram"]["predicted_tps"] == pytest.approx(4 / (0.1 * 1.2 + 2 * rtt))
+    call = perf.RPC_CALL_SECONDS
+    # At 0 ms a pass took 4 / 20 = 0.2 s: one token's compute (0.1 s), 2 calls, and 4 drafted tokens' share.
+    slope = (0.2 - 0.1 - 2 * call) / 0.4
+    assert by_name["spec-near"]["verify_slope"] == pytest.approx(slope)
+    assert by_name["spec-near"]["slope_fitted_here"] and not by_name["spec-ngram"]["slope_fitted_here"]
+    assert by_name["spec-near"]["predicted_over_measured"] == pytest.approx(1.0)
+    rtt = 0.016 + call
+    assert by_name["spec-ngram"]["predicted_tps"] == pytest.approx(4 / (0.1 * (1 + 4 * slope) + 2 * rtt))
     assert by_name["spec-plain"]["predicted_tps"] == pytest.approx(1 / (0.1 + 2 * rtt))
     markdown = out.result["markdown"]
     assert "## Speculative decoding" in markdown
-    assert "| spec-ngram | ngram-simple | code | 16 | 0.75 | 4.00 | 3.00 | 20.00 |" in markdown
-    assert "| 0.05 | - |" in markdown.split("| spec-ngram | ngram-simple")[1].splitlines()[0]
+    assert "| spec-ngram | ngram-simple | code | 16 | 0.75 | 4.00 | 3.00 | 12.00 |" in markdown
+    assert f"| {slope:.2f} *fit* | - |" in markdown.split("| spec-near | ngram-simple")[1].splitlines()[0]
+    assert f"| {slope:.2f} | - |" in markdown.split("| spec-ngram | ngram-simple")[1].splitlines()[0]
     # Each speculative configuration's paired ratio to its plain pair, and the best one's against the target.
-    assert "| spec-ngram / spec-plain (generation) (median of 1 paired completions) | 2.500 | - | - |" in markdown
-    best = "| best speculative / plain, code, rtt 16 ms (spec-ngram) (median of 1 paired completions) | 2.500 | >= 2.00"
-    assert best + " | yes |" in markdown
+    assert "| spec-ngram / spec-plain (generation) (median of 1 paired completions) | 1.500 | - | - |" in markdown
+    best = "| best speculative / plain, code, rtt 16 ms (spec-ngram) (median of 1 paired completions) | 1.500 | >= 2.00"
+    assert best + " | NO |" in markdown
 
 
 def test_the_best_row_takes_the_target_only_at_its_round_trip():

@@ -276,16 +276,16 @@ def test_the_round_trips_are_paid_once_per_pass_and_the_weights_read_once():
 
 
 def test_each_drafted_token_adds_the_slope_of_a_tokens_compute_to_the_verification():
-    """One read of the weights (0.1 s) for the first token of the batch, then ``slope`` of it per drafted token: the
-    measured cost of batches through an RPC worker (VERIFY_TOKEN_SLOPE), not a free read up to a roofline."""
+    """One read of the weights (0.1 s) for the first token of the batch, then ``slope`` of it per drafted token, not a
+    free read up to a roofline; without a slope given, the layers' batch and the head's logits by the head's share."""
     nodes = [{"name": "a", "bytes": GB, "bandwidth": 10 * GB}]
     assert pm.speculative(nodes, 0, 0.0, verify_slope=0.5)["verify_seconds"] == pytest.approx(0.1)
     assert pm.speculative(nodes, 4, 0.0, verify_slope=0.5)["verify_seconds"] == pytest.approx(0.3)  # 1 + 4 x 0.5
-    assert pm.speculative(nodes, 8, 0.0)["verify_seconds"] == pytest.approx(0.1 * (1 + 8 * pm.VERIFY_TOKEN_SLOPE))
-    # The measured batches (n = 2, 3, 4, 5, 9 through one worker: 1.05, 1.125, 1.25, 1.605, 1.95 x one token) give it.
-    measured = {2: 1.05, 3: 1.125, 4: 1.25, 5: 1.605, 9: 1.95}
-    fit = sum((n - 1) * (c - 1) for n, c in measured.items()) / sum((n - 1) ** 2 for n in measured)
-    assert abs(pm.VERIFY_TOKEN_SLOPE - fit) < 0.005, fit
+    assert pm.speculative(nodes, 8, 0.0)["verify_seconds"] == pytest.approx(0.1 * (1 + 8 * pm.VERIFY_BODY_SLOPE))
+    slope = pm.VERIFY_BODY_SLOPE + 0.5 * pm.VERIFY_HEAD_SLOPE
+    assert pm.verify_slope_for(0.5) == pytest.approx(slope)
+    assert pm.speculative(nodes, 8, 0.0, share=0.5)["verify_seconds"] == pytest.approx(0.1 * (1 + 8 * slope))
+    assert pm.head_share(30, 120) == 0.25 and pm.head_share(30, 0) == 0.0
 
 
 def test_the_activations_and_logits_of_every_verified_token_cross_the_links():

@@ -12,6 +12,9 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan
 
 MB = 1000 * 1000
 MODEL = {"name": "m", "architecture": "llama", "n_layer": 4, "n_embd": 1000, "weight_bytes": 300 * MB}
+MODEL.update(layer_bytes=[60 * MB] * 4, output_bytes=60 * MB)
+#: The output head's share of the bytes a token reads: 60 of 300 MB.
+HEAD_SHARE = 0.2
 SHARDS = [{"name": f"m-0000{i}-of-00003.gguf", "size": 100 * MB} for i in (1, 2, 3)]
 PLACEMENT = [{**SHARDS[0], "host": "c"}, {**SHARDS[1], "host": "c"}, {**SHARDS[2], "host": "w2"}]
 DISK = {
@@ -177,10 +180,11 @@ def test_speculation_is_predicted_with_and_without_at_the_assumed_acceptance():
     logits = 4000 / 12.5e6
     assert spec["without"]["seconds_per_token"] == pytest.approx(doc["speed"]["seconds_per_token"] + logits)
     # With: the draft reads 30 MB on the coordinator's CPU 5 times; the pass reads every weight once (each of the 4
-    # drafted tokens adds VERIFY_TOKEN_SLOPE of a token's compute) and pays each worker's round trip once, with 5
-    # tokens' activations and logits.
+    # drafted tokens adds the slope for the model's head share: the layers' batch and the head's logits) and pays each
+    # worker's round trip once, with 5 tokens' activations and logits.
     draft = 5 * 30 * MB / 10e9
-    verify = doc["speed"]["compute_seconds"] * (1 + 4 * perf.VERIFY_TOKEN_SLOPE)
+    assert spec["verify_slope"] == pytest.approx(perf.verify_slope_for(HEAD_SHARE))
+    verify = doc["speed"]["compute_seconds"] * (1 + 4 * spec["verify_slope"])
     verify += 0.0001 + 0.002 + 2 * perf.RPC_CALL_SECONDS
     verify += 5 * (4000 / 125e6 + 4000 / 12.5e6) + 5 * logits
     assert spec["with"]["seconds_per_token"] == pytest.approx((draft + verify) / TOKENS)
