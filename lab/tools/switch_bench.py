@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, llamarpc.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The day-2 switches on a deployed lab, each beside a plain redeploy, with a client sending one completion a second.
+"""The day-2 switches on a deployed lab, each beside a plain redeploy, a client sending a completion every 0.25 s.
 
 Every phase runs with ``switch_probe``'s client against the coordinator and records the seconds without an answer,
 the requests that failed other than with a 503 carrying Retry-After, and the bytes the controller sent over the lab's
@@ -51,10 +51,11 @@ DOWNTIME_TARGET = 1.2
 SERVER_UNIT = "llamarpc-server"
 
 
-def probe_args(url, api_key):
-    """``switch_probe``'s options: one completion of 8 tokens a second, a request given 120 s."""
+def probe_args(url, api_key, interval=0.25):
+    """``switch_probe``'s options: one completion of 8 tokens every ``interval`` seconds (the downtime's resolution),
+    a request given 120 s."""
     return argparse.Namespace(
-        url=url, api_key=api_key, prompt="The capital of France is", max_tokens=8, interval=1.0, timeout=120.0,
+        url=url, api_key=api_key, prompt="The capital of France is", max_tokens=8, interval=interval, timeout=120.0,
         duration=0, log=None,
     )  # fmt: skip
 
@@ -206,11 +207,12 @@ def main(argv=None):
     parser.add_argument("--config-dir", default="/etc/llamarpc/coordinator", help="llama_coordinator_config_dir")
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip-builds", action="store_true", help="the model's switches only")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between the probe's requests")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(args)
-    options = probe_args(lab.url, lab.api_key)
+    options = probe_args(lab.url, lab.api_key, args.interval)
     plain, staged = files(args.plain_files), files(args.staged_files)
     back = {kind: lab.playbook("rollback.yml", "-e", f"llamarpc_rollback={kind}") for kind in ("model", "build")}
     to_plain = lab.playbook("site.yml", *lab.settings("plain", {"llama_model_files": plain}))
