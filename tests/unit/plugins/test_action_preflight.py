@@ -148,7 +148,13 @@ def test_a_service_is_checked_in_its_own_unit_and_only_when_turned_on(tmp_path):
         command = [str(BIN / "ansible"), "localhost", "-c", "local", "-o", "-m", "llamarpc.cluster.preflight"]
         extra = ["-e", json.dumps({"x_port": 8081, "x_unit": "srv", "x_on": on == "true"})]
         done = subprocess.run(
-            [*command, "-a", args, *extra], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+            [*command, "-a", args, *extra],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         found[on] = json.loads(done.stdout.split(" => ", 1)[1])["listeners"]
