@@ -109,53 +109,42 @@ def test_role_defaults_match_the_argument_spec_for_the_ports():
         assert defaults[variable] == load_role_specs(REPO / "roles")[role][variable]["default"], variable
 
 
-def test_rollback_build_says_whether_the_run_rolls_the_build_back(tmp_path):
-    """Through ansible itself (the action templates the host's variable): false when unset, true from a template of an
-    extra variable (as playbooks/rollback.yml sets it). Two ansible runs: each costs seconds."""
+def preflight_through_ansible(tmp_path, args, *extra):
+    """The preflight action's result on localhost, run by ansible itself with ``args`` (a dict) and ``extra``
+    arguments (``-e`` ...); one run costs seconds."""
     env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
     env.pop("ANSIBLE_CONFIG", None)
-    args = json.dumps({"roles": {"llama_cpp": ["all"]}, "ports": [], "known": []})
-    found = {}
-    for label, extra in {
-        "unset": [],
-        "template": ["-e", '{"x": "build", "llama_cpp_rollback": "{{ x in [\'build\', \'both\'] }}"}'],
-    }.items():
-        command = [str(BIN / "ansible"), "localhost", "-c", "local", "-o", "-m", "llamarpc.cluster.preflight"]
-        done = subprocess.run(
-            [*command, "-a", args, *extra],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        found[label] = json.loads(done.stdout.split(" => ", 1)[1])["rollback_build"]
-    assert found == {"unset": False, "template": True}
+    command = [str(BIN / "ansible"), "localhost", "-c", "local", "-o", "-m", "llamarpc.cluster.preflight"]
+    done = subprocess.run(
+        [*command, "-a", json.dumps(args), *extra],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.split(" => ", 1)[1])
+
+
+def test_rollback_build_says_whether_the_run_rolls_the_build_back(tmp_path):
+    """Through ansible itself (the action templates the host's variable): false when unset, true from a template of an
+    extra variable (as playbooks/rollback.yml sets it)."""
+    args = {"roles": {"llama_cpp": ["all"]}, "ports": [], "known": []}
+    template = '{"x": "build", "llama_cpp_rollback": "{{ x in [\'build\', \'both\'] }}"}'
+    assert not preflight_through_ansible(tmp_path, args)["rollback_build"]
+    assert preflight_through_ansible(tmp_path, args, "-e", template)["rollback_build"]
 
 
 def test_a_service_is_checked_in_its_own_unit_and_only_when_turned_on(tmp_path):
     """Through ansible: the gate's port is held by a unit named after llama-server's (unit_suffix), and is not checked
-    when the variable that turns the gate on is false (enabled_by). Two ansible runs: each costs seconds."""
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
-    env.pop("ANSIBLE_CONFIG", None)
+    when the variable that turns the gate on is false (enabled_by)."""
     port = {"service": "the gate", "variable": "x_port", "unit": "x_unit", "unit_suffix": "-gate",
             "enabled_by": "x_on", "groups": ["all", "ungrouped"]}  # fmt: skip
-    args = json.dumps({"roles": {}, "ports": [port], "known": [], "prefixes": []})
+    args = {"roles": {}, "ports": [port], "known": [], "prefixes": []}
     found = {}
-    for on in ("true", "false"):
-        command = [str(BIN / "ansible"), "localhost", "-c", "local", "-o", "-m", "llamarpc.cluster.preflight"]
-        extra = ["-e", json.dumps({"x_port": 8081, "x_unit": "srv", "x_on": on == "true"})]
-        done = subprocess.run(
-            [*command, "-a", args, *extra],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        found[on] = json.loads(done.stdout.split(" => ", 1)[1])["listeners"]
-    assert found == {"true": [{"service": "the gate", "port": 8081, "unit": "srv-gate.service"}], "false": []}
+    for on in (True, False):
+        extra = json.dumps({"x_port": 8081, "x_unit": "srv", "x_on": on})
+        found[on] = preflight_through_ansible(tmp_path, args, "-e", extra)["listeners"]
+    assert found == {True: [{"service": "the gate", "port": 8081, "unit": "srv-gate.service"}], False: []}
