@@ -33,6 +33,7 @@ import urllib.error
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _proc_tcp
+from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._coordinator_state import health_status
 
 ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["open", "closed", "restarted"], "default": "open"},
@@ -159,13 +160,9 @@ def drain(connections, busy, timeout, interval, *, clock=time.monotonic, sleep=t
         sleep(interval)
 
 
-def health_ok(address, port, timeout=5):
-    """Whether llama-server's /health answers 200 (the model loaded)."""
-    try:
-        with open_url(url_of(address, port) + "/health", timeout=timeout, use_proxy=False) as reply:
-            return reply.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+def health_ok(address, port):
+    """Whether llama-server's /health answers 200 (the model loaded): the collection's one health read."""
+    return health_status(url_of(address, port)) == 200
 
 
 class GateError(Exception):
