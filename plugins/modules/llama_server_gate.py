@@ -50,6 +50,14 @@ options:
     description: Seconds O(state=restarted) waits for C(/health) to answer 200 after the restart.
     type: int
     default: 600
+  pause_units:
+    description:
+      - Units that O(state=restarted) stops first, when active, and starts again after the gate closed, whatever
+        happened - the supervisor's timer and its check, which would otherwise restart llama-server a second time
+        while this run restarts it.
+    type: list
+    elements: str
+    default: []
   address:
     description: llama-server's listening address (V(0.0.0.0) or V(::) - every address).
     type: str
@@ -126,6 +134,7 @@ EXAMPLES = r"""
     gate_port: 8079
     unit: llamarpc-server-gate.service
     server_unit: llamarpc-server.service
+    pause_units: [llamarpc-server-supervisor.timer, llamarpc-server-supervisor.service]
     health_timeout: 900
 """
 

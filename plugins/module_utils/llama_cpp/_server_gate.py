@@ -17,7 +17,10 @@ Closing: the table goes (one transaction), then the responder stops.
 
 Restarting (the whole window in one run, no play's task inside it): the gate opens and drains as above (or stays, when
 a play opened it before stopping llama-server), llama-server's unit restarts, the run waits until its ``/health``
-answers 200, and the gate closes - also when the restart or the wait fails.
+answers 200, and the gate closes - also when the restart or the wait fails. Units named to pause (the supervisor's
+timer and its check) stop before the gate opens and start again after it closed, those that were active: a check
+running meanwhile would read llama-server serving, then its workers free while it restarts, and restart it a second
+time, cancelling the run's restart job.
 
 A llama-server that does not listen (a first deploy, a stopped service) gets no gate: nobody can be dropped.
 """
@@ -34,11 +37,14 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _proc_tcp
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan._coordinator_state import health_status
+from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd import Systemctl
+from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd._systemd_units import tried
 
 ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["open", "closed", "restarted"], "default": "open"},
     "server_unit": {"type": "str"},
     "health_timeout": {"type": "int", "default": 600},
+    "pause_units": {"type": "list", "elements": "str", "default": []},
     "address": {"type": "str", "required": True},
     "port": {"type": "int", "required": True},
     "gate_port": {"type": "int", "required": True},
@@ -54,6 +60,8 @@ REQUIRED_IF = [("state", "restarted", ["server_unit"])]
 #: byte; llama-server may still answer).
 OPEN_STATES = {_proc_tcp.ESTABLISHED, _proc_tcp.SYN_RECV, _proc_tcp.CLOSE_WAIT}
 NFT = "nft"
+#: How many more times a failed restart of llama-server's unit is tried, 2 s apart.
+RESTART_RETRIES = 2
 NFT_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 
@@ -170,12 +178,13 @@ class GateError(Exception):
 
 
 class Host:
-    """What the gate does on the host: nft and systemctl (through ``run_command``, AnsibleModule's), /proc/net/tcp,
-    llama-server's /slots (tests replace it)."""
+    """What the gate does on the host: nft (through ``run_command``, AnsibleModule's), systemctl (``systemctl``, a
+    ``_systemd.Systemctl``), /proc/net/tcp, llama-server's /slots (tests replace it)."""
 
-    def __init__(self, table, run_command):
+    def __init__(self, table, run_command, systemctl=None):
         self.table = table
         self.run_command = run_command
+        self.systemctl = systemctl
 
     def _run(self, argv, stdin=None):
         rc, out, err = self.run_command(argv, data=stdin)
@@ -204,12 +213,19 @@ class Host:
             raise GateError(f"nft delete table inet {self.table}: {said}")
 
     def unit_active(self, unit):
-        return self._run(["systemctl", "is-active", "--quiet", unit])[0] == 0
+        return self.systemctl.run("is-active", "--quiet", unit)[0] == 0
 
-    def unit(self, action, unit):
-        rc, said = self._run(["systemctl", action, unit])
+    def unit(self, action, unit, retries=0, delay=2.0, sleep=time.sleep):
+        """``systemctl ACTION UNIT``, tried again ``retries`` times; the error after the last has the unit's last
+        journal lines."""
+        rc, tries, said = tried(self.systemctl, action, unit, retries, delay, sleep)
         if rc != 0:
-            raise GateError(f"systemctl {action} {unit}: {said}")
+            journal = self.run_command(["journalctl", "--no-pager", "-o", "short-precise", "-n", "20", "-u", unit])[1]
+            raise GateError(
+                f"systemctl {action} {unit} failed ({tries + 1} attempts): {said}; its journal's last lines:\n"
+                + journal.strip()
+            )
+        return tries
 
     sockets = staticmethod(read_sockets)
     busy = staticmethod(busy_slots)
@@ -284,14 +300,30 @@ def gate(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
 def restart(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
     """``state=restarted``: open the gate (or keep the one open), restart ``server_unit``, wait for /health 200, close
     the gate, whatever happened; without a gate (nothing listened) the restart alone, the caller waits. Adds
-    ``restarted`` and ``loaded`` (seconds from the restart until /health answered, null without a wait)."""
+    ``restarted`` and ``loaded`` (seconds from the restart until /health answered, null without a wait). The active
+    units of ``pause_units`` stop first and start again last, whatever happened."""
+    paused = [unit for unit in params["pause_units"] if host.unit_active(unit)]
+    if not check_mode:
+        for unit in paused:
+            host.unit("stop", unit)
+    try:
+        return _restart_unpaused(params, check_mode, host, clock, sleep)
+    finally:
+        if not check_mode:
+            for unit in paused:
+                host.unit("start", unit)
+
+
+def _restart_unpaused(params, check_mode, host, clock, sleep):
     opened = gate(dict(params, state="open"), check_mode, host, clock=clock, sleep=sleep)
     result = dict(opened, changed=True, open=False, restarted=True, loaded=None)
     result["diff"] = {"before": {"llama-server": "serving"}, "after": {"llama-server": "restarted"}}
     if check_mode:
         return result
     try:
-        host.unit("restart", params["server_unit"])
+        # Tried again like the collection's other starts: a loaded host has failed a unit's first process
+        # (219/CGROUP) right after a daemon-reload.
+        host.unit("restart", params["server_unit"], retries=RESTART_RETRIES, sleep=sleep)
         if opened["open"]:
             start = clock()
             if not _wait(
@@ -314,7 +346,8 @@ def restart(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep)
 
 def run_module(module):
     try:
-        return gate(module.params, module.check_mode, Host(module.params["table"], module.run_command))
+        host = Host(module.params["table"], module.run_command, Systemctl(module, required=True))
+        return gate(module.params, module.check_mode, host)
     except GateError as exc:
         module.fail_json(msg=str(exc))
     except ValueError as exc:

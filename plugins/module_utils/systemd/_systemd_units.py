@@ -63,16 +63,24 @@ def stop_actions_for(state):
     return actions
 
 
-def attempt(systemctl, verb, unit, retries, delay, sleep=time.sleep):
-    """``systemctl VERB UNIT``, tried again ``retries`` times after a failure; the module fails after the last."""
+def tried(systemctl, verb, unit, retries, delay, sleep=time.sleep):
+    """``systemctl VERB UNIT``, tried again ``retries`` times after a failure, ``delay`` seconds apart:
+    ``(rc, tries, said)`` of the last try (``said``: systemctl's message)."""
     for tries in range(retries + 1):
         rc, out, err = systemctl.run(verb, unit)
-        if rc == 0:
-            return tries
-        if tries < retries:
-            sleep(delay)
+        if rc == 0 or tries == retries:
+            return rc, tries, (err or out).strip()
+        sleep(delay)
+    return None  # not reached: the last try returns
+
+
+def attempt(systemctl, verb, unit, retries, delay, sleep=time.sleep):
+    """``systemctl VERB UNIT``, tried again ``retries`` times after a failure; the module fails after the last."""
+    rc, tries, said = tried(systemctl, verb, unit, retries, delay, sleep)
+    if rc == 0:
+        return tries
     systemctl.module.fail_json(
-        msg=f"systemctl {verb} {unit} failed ({retries + 1} attempts): {(err or out).strip()}; "
+        msg=f"systemctl {verb} {unit} failed ({retries + 1} attempts): {said}; "
         f"see systemctl status {unit} and journalctl -u {unit}",
         rc=rc,
     )

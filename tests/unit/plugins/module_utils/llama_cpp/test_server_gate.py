@@ -40,8 +40,10 @@ PARAMS = {
     "interval": 1.0,
     "server_unit": None,
     "health_timeout": 600,
+    "pause_units": [],
 }
 SERVER = "llamarpc-server.service"
+TIMER, CHECK = "llamarpc-server-supervisor.timer", "llamarpc-server-supervisor.service"
 
 
 def test_the_ruleset_sends_only_new_connections_to_the_gate_and_exempts_roots_own():
@@ -106,20 +108,26 @@ def test_the_drain_gives_up_after_its_timeout_when_llama_server_does_not_say():
 class Host:
     """A stand-in for the host: the table, the unit and the sockets as a test sets them; what was done."""
 
-    def __init__(self, *, present=False, running=False, sockets=HEADER + LISTEN_8080, load_fails=False, loads=3):
+    def __init__(
+        self, *, present=False, running=False, sockets=HEADER + LISTEN_8080, load_fails=False, loads=3, active=()
+    ):
         self.present, self.running, self.text, self.load_fails = present, running, sockets, load_fails
         self.loads = loads
+        self.active = set(active)  # other units than the gate's and llama-server's that are active
         self.done = []
 
     def table_present(self):
         return self.present
 
     def unit_active(self, unit):
-        return self.running
+        return self.running if unit == PARAMS["unit"] else unit in self.active
 
-    def unit(self, action, unit):
+    def unit(self, action, unit, retries=0, delay=2.0, sleep=None):
         self.done.append((action, unit))
         if unit == SERVER:
+            return
+        if unit != PARAMS["unit"]:
+            (self.active.add if action == "start" else self.active.discard)(unit)
             return
         self.running = action == "start"
         if self.running:
@@ -262,6 +270,37 @@ def test_the_host_reads_a_missing_table_as_closed_and_anything_else_nft_says_as_
     assert host.table_present() is False  # no nft on the host: no table either
 
 
+class Systemctl:
+    """systemctl's answers in turn (rc, stderr), and what was asked."""
+
+    def __init__(self, *answers):
+        self.answers, self.asked = list(answers), []
+
+    def run(self, *args):
+        self.asked.append(args)
+        rc, err = self.answers.pop(0)
+        return rc, "", err
+
+
+def test_a_failed_restart_is_tried_again_and_the_last_failure_shows_the_units_journal():
+    journal = "Dec 07 node1 systemd[1]: llamarpc-server.service: Failed at step CGROUP spawning /usr/bin/python3\n"
+    calls = []
+
+    def run_command(argv, data=None):
+        calls.append(argv)
+        return 0, journal, ""
+
+    failed = (1, "Job for llamarpc-server.service failed because the control process exited with error code.")
+    host = gate.Host("llamarpc_gate", run_command, Systemctl(failed, (0, "")))
+    naps = []
+    assert host.unit("restart", SERVER, retries=2, sleep=naps.append) == 1 and naps == [2.0] and calls == []
+    host = gate.Host("llamarpc_gate", run_command, Systemctl(failed, failed, failed))
+    with pytest.raises(gate.GateError) as error:
+        host.unit("restart", SERVER, retries=2, sleep=naps.append)
+    assert "failed (3 attempts): Job for llamarpc-server.service failed" in str(error.value)
+    assert "Failed at step CGROUP" in str(error.value) and calls[0][0] == "journalctl" and SERVER in calls[0]
+
+
 def test_a_restart_is_the_whole_window_in_one_run_gate_drain_restart_health_then_the_gate_goes():
     host = Host()
     result = run(host, state="restarted", server_unit=SERVER)
@@ -296,6 +335,28 @@ def test_a_server_that_never_serves_fails_the_run_and_the_gate_still_goes():
 
 
 def test_a_restart_in_check_mode_reports_it_and_does_nothing():
-    host = Host()
-    result = run(host, check_mode=True, state="restarted", server_unit=SERVER)
+    host = Host(active={TIMER})
+    result = run(host, check_mode=True, state="restarted", server_unit=SERVER, pause_units=[TIMER, CHECK])
     assert result["changed"] and result["restarted"] and host.done == []
+
+
+def test_the_supervisor_pauses_for_the_whole_window_and_only_what_ran_starts_again():
+    """The supervisor's check between the gate's opening and /health 200 would read llama-server serving, then its
+    workers free, and restart it a second time: its timer and a check in progress stop before the gate opens; the
+    timer, which was active, starts again after the gate closed; the check, which was not running, does not."""
+    host = Host(active={TIMER})
+    run(host, state="restarted", server_unit=SERVER, pause_units=[TIMER, CHECK])
+    unit = PARAMS["unit"]
+    assert host.done == [
+        ("stop", TIMER), ("start", unit), ("load", "table inet llamarpc_gate {"), ("restart", SERVER),
+        ("health", 1), ("health", 2), ("health", 3), ("delete", "table"), ("stop", unit), ("start", TIMER),
+    ]  # fmt: skip
+    assert host.active == {TIMER}
+
+
+def test_the_supervisor_starts_again_also_when_llama_server_never_serves():
+    host = Host(loads=None, active={TIMER, CHECK})
+    with pytest.raises(gate.GateError, match="did not answer /health"):
+        run(host, state="restarted", server_unit=SERVER, health_timeout=5, pause_units=[TIMER, CHECK])
+    assert host.done[:2] == [("stop", TIMER), ("stop", CHECK)]
+    assert host.done[-2:] == [("start", TIMER), ("start", CHECK)] and host.active == {TIMER, CHECK}
