@@ -365,6 +365,9 @@ result:
       description:
         - With O(proxy_delay_ms) - what the proxy really held each chunk while the completions ran, C(chunks),
           C(mean_ms) (one way) and C(asked_ms); the report's predictions take twice C(mean_ms) as the round trip.
+        - C(relay_bps) - the bytes the proxy relayed per second of its own CPU meanwhile (null when it used none
+          measurably); the predictions take it as the throughput of every link through the proxy when the link's own
+          is higher.
         - Null without the proxy.
       type: dict
     summary:

@@ -238,15 +238,23 @@ REPEATED_LOAD_KEYS = ("load_seconds", "load_sent_bytes", "load_received_bytes", 
 
 
 def hold_between(before, after):
-    """What the delaying proxy held between two of its hold tallies (``--hold-file``): ``{chunks, mean_ms}``, the
-    mean one-way hold per chunk written; None without both tallies or with no chunk between them."""
+    """What the delaying proxy held between two of its hold tallies (``--hold-file``): ``{chunks, mean_ms, asked_ms,
+    relay_bps}``, the mean one-way hold per chunk written and the bytes it relayed per second of its own CPU (None
+    from a tally without them); None without both tallies or with no chunk between them."""
     if not before or not after:
         return None
     chunks = after["chunks"] - before["chunks"]
     if chunks <= 0:
         return None
     held = after["held_seconds"] - before["held_seconds"]
-    return {"chunks": chunks, "mean_ms": 1000.0 * held / chunks, "asked_ms": 1000.0 * after["delay_s"]}
+    relayed = after.get("bytes", 0) - before.get("bytes", 0)
+    cpu = after.get("cpu_s", 0.0) - before.get("cpu_s", 0.0)
+    return {
+        "chunks": chunks,
+        "mean_ms": 1000.0 * held / chunks,
+        "asked_ms": 1000.0 * after["delay_s"],
+        "relay_bps": relayed / cpu if relayed > 0 and cpu > 0 else None,
+    }
 
 
 def completion_summary(runs):
@@ -572,15 +580,19 @@ def markdown_report(results, ratios, meta, links=(), rerun=None, models=None, pa
     if held:
         lines += [
             "",
-            "Delay emulation (the proxy's one-way hold per chunk during the completions; the predictions take twice "
-            "the mean as the round trip):",
+            "Delay emulation (the proxy's one-way hold per chunk during the completions, and the bytes it relayed per "
+            "second of its own CPU; the predictions take twice the mean hold as the round trip, and no link through "
+            "the proxy faster than its relay):",
             "",
-            "| configuration | asked ms | held ms (mean) | chunks |",
-            "|---|---|---|---|",
+            "| configuration | asked ms | held ms (mean) | chunks | relay MB/s |",
+            "|---|---|---|---|---|",
         ]
         for r in held:
             h = r["proxy_hold"]
-            lines.append(f"| {r['name']} | {_fmt(h.get('asked_ms'))} | {_fmt(h['mean_ms'])} | {h['chunks']} |")
+            relay = _fmt(h["relay_bps"] / 1e6, 0) if h.get("relay_bps") else "-"
+            lines.append(
+                f"| {r['name']} | {_fmt(h.get('asked_ms'))} | {_fmt(h['mean_ms'])} | {h['chunks']} | {relay} |"
+            )
     parallel = [r for r in results if r.get("parallel_runs")]
     if parallel:
         lines += ["", "| configuration | clients | aggregate tok/s |", "|---|---|---|"]

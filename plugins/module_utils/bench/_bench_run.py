@@ -221,8 +221,11 @@ def predictions(p, results, links, burst=0):
                 {"name": w, "bytes": read_bytes * share, "bandwidth": bandwidth, "rtt": rtt}
                 for w, share in worker_shares(workers, r.get("split_mode", "layer"), r.get("tensor_split"), layers)
             ]
+            # Through the delaying proxy, a link is no faster than the proxy relays: bytes per second of its CPU.
+            relay = (r.get("proxy_hold") or {}).get("relay_bps")
             for node in nodes:
-                node["throughput"] = throughput.get(hosts.get(node["name"]))
+                link = throughput.get(hosts.get(node["name"]))
+                node["throughput"] = min(x for x in (link, relay) if x) if link or relay else link
                 node["burst"] = burst
         else:
             nodes = [{"name": "single", "bytes": read_bytes, "bandwidth": bandwidth}]

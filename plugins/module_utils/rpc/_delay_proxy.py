@@ -17,10 +17,13 @@ Run as a script (the benchmark module writes this file to the host and starts it
 what crossed the link, and knows every connection has ended when each ``open`` has its ``closed``. N counts the
 connections of one listener (two routes both have an ``open 1``).
 
-``--hold-file PATH`` keeps, every half second, ``{"delay_s", "chunks", "held_seconds"}`` in PATH: the chunks written
-so far in both directions of every connection and the seconds they were held in all. The delay asked is a floor; a
-timer that fires late, or a busy machine, holds a chunk longer, and the emulated round trip is twice the mean hold
-(the benchmark's performance model takes it from there).
+``--hold-file PATH`` keeps, every half second, ``{"delay_s", "chunks", "held_seconds", "bytes", "cpu_s"}`` in PATH:
+the chunks written so far in both directions of every connection, the seconds they were held in all, their bytes, and
+the CPU seconds the proxy has used. The delay asked is a floor; a timer that fires late, or a busy machine, holds a
+chunk longer, and the emulated round trip is twice the mean hold (the benchmark's performance model takes it from
+there). The proxy is one Python process on the coordinator's host: every byte it relays costs its CPU, so a large
+reply (the logits of several verified tokens) crosses it at bytes / CPU seconds at best, which the model charges on
+top of the delay.
 
 ``--rpc-stats`` (implies ``--report``) also reads each connection as ggml RPC (``_rpc_wire``: requests and bytes per
 command each way, and the worker side's wait for each reply) and prints machine-readable lines, each a word and one
@@ -77,13 +80,21 @@ class HoldTally:
     """What the delay lines really held: chunks written and the seconds each was held in all (asked: ``delay``; more
     when the proxy's timer or a busy machine wakes it late). The emulated round trip is twice the mean hold."""
 
-    def __init__(self, delay):
+    def __init__(self, delay, cpu=time.process_time):
         self.delay = float(delay)
         self.chunks = 0
         self.held_seconds = 0.0
+        self.bytes = 0
+        self.cpu = cpu
 
     def as_dict(self):
-        return {"delay_s": self.delay, "chunks": self.chunks, "held_seconds": self.held_seconds}
+        return {
+            "delay_s": self.delay,
+            "chunks": self.chunks,
+            "held_seconds": self.held_seconds,
+            "bytes": self.bytes,
+            "cpu_s": self.cpu(),
+        }
 
 
 class DelayLine:
@@ -107,6 +118,7 @@ class DelayLine:
             if self.tally is not None:
                 self.tally.chunks += 1
                 self.tally.held_seconds += now - due + self.delay
+                self.tally.bytes += len(data)
         wait = None if not self.items else max(0.0, self.items[0][0] - now)
         return b"".join(out), wait
 

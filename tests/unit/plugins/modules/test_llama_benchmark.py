@@ -415,3 +415,31 @@ def test_a_result_records_the_split_its_predictions_take():
         ("a:1", 2 / 3),
         ("b:1", 1 / 3),
     ]
+
+
+def _predicted_seconds_per_token(relay_bps, links=()):
+    """The prediction for RESULTS' layer configuration (through the proxy, two workers) with the proxy relaying at
+    ``relay_bps`` per second of its CPU (None: not measured), 100 kB of logits per token."""
+    results = json.loads(json.dumps(RESULTS))
+    results[1]["proxy_hold"] = {"chunks": 40, "mean_ms": 5.0, "asked_ms": 5.0, "relay_bps": relay_bps}
+    p = {
+        "model_profile": {"read_per_token_bytes": 1000, "logits_bytes": 100_000},
+        "model_bytes": 1000,
+        "calibration": "single",
+        "endpoints": {"node2": "a:1", "node3": "b:1"},
+        "layers": 2,
+        "shared_bandwidth_nodes": 0,
+    }
+    _bench_run.predictions(p, results, list(links))
+    return 1.0 / results[1]["summary"]["predicted_tps"]
+
+
+def test_a_link_through_the_proxy_is_no_faster_than_the_proxy_relays():
+    """The delaying proxy is one Python process: the logits cross it at the bytes it relays per second of its CPU
+    (its hold tally), which the prediction charges when the link's own throughput is higher or unknown."""
+    unknown = _predicted_seconds_per_token(None)
+    assert _predicted_seconds_per_token(1e6) - unknown == pytest.approx(100_000 / 1e6)
+    fast_link = [{"kind": "raw TCP", "from": node, "to": "node1", "mb_per_s": 10.0} for node in ("node2", "node3")]
+    slow_link = [{"kind": "raw TCP", "from": node, "to": "node1", "mb_per_s": 0.5} for node in ("node2", "node3")]
+    assert _predicted_seconds_per_token(1e6, fast_link) - unknown == pytest.approx(100_000 / 1e6)  # the relay's
+    assert _predicted_seconds_per_token(1e6, slow_link) - unknown == pytest.approx(100_000 / 0.5e6)  # the link's

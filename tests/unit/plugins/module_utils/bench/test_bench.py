@@ -422,9 +422,25 @@ def test_the_report_puts_the_seed_on_paper_next_to_what_it_measured():
 def test_hold_between_two_tallies_of_the_proxy():
     before = {"delay_s": 0.008, "chunks": 100, "held_seconds": 0.9}
     after = {"delay_s": 0.008, "chunks": 300, "held_seconds": 2.9}
-    assert bench.hold_between(before, after) == {"chunks": 200, "mean_ms": pytest.approx(10.0), "asked_ms": 8.0}
+    assert bench.hold_between(before, after) == {
+        "chunks": 200,
+        "mean_ms": pytest.approx(10.0),
+        "asked_ms": 8.0,
+        "relay_bps": None,  # tallies without bytes and CPU seconds
+    }
     assert bench.hold_between(None, after) is None
     assert bench.hold_between(after, after) is None
+
+
+def test_the_proxys_hold_tallies_give_its_relay_rate_per_cpu_second():
+    before = {"delay_s": 0.004, "chunks": 10, "held_seconds": 0.04, "bytes": 1_000_000, "cpu_s": 1.0}
+    after = {"delay_s": 0.004, "chunks": 110, "held_seconds": 0.44, "bytes": 51_000_000, "cpu_s": 1.25}
+    held = bench.hold_between(before, after)
+    assert held["relay_bps"] == pytest.approx(200e6) and held["mean_ms"] == pytest.approx(4.0)
+    no_cpu = bench.hold_between({**before, "cpu_s": 1.25}, after)
+    assert no_cpu["relay_bps"] is None  # no CPU time measured: no rate, the link's own throughput stands
+    old = {key: value for key, value in after.items() if key not in ("bytes", "cpu_s")}
+    assert bench.hold_between({"delay_s": 0.004, "chunks": 10, "held_seconds": 0.04}, old)["relay_bps"] is None
 
 
 class DriftingMachine:

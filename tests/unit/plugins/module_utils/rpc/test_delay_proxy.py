@@ -309,7 +309,7 @@ def test_the_benchmark_writes_a_proxy_that_runs_on_its_own(tmp_path):
 def test_delay_line_tallies_how_long_each_chunk_was_really_held():
     """A chunk written late (the proxy woken late) counts as held longer than the delay asked: the round trip the
     benchmark's performance model takes is twice the mean hold, not twice the delay."""
-    tally = dp.HoldTally(0.5)
+    tally = dp.HoldTally(0.5, cpu=lambda: 2.5)
     line = dp.DelayLine(0.5, tally)
     line.push(b"a", 10.0)
     line.push(b"b", 10.1)
@@ -318,7 +318,13 @@ def test_delay_line_tallies_how_long_each_chunk_was_really_held():
     assert line.pop_due(10.8) == (b"ab", None)  # both written at 10.8: held 0.8 and 0.7
     assert tally.chunks == 2
     assert tally.held_seconds == pytest.approx(1.5)
-    assert tally.as_dict() == {"delay_s": 0.5, "chunks": 2, "held_seconds": pytest.approx(1.5)}
+    assert tally.as_dict() == {
+        "delay_s": 0.5,
+        "chunks": 2,
+        "held_seconds": pytest.approx(1.5),
+        "bytes": 2,
+        "cpu_s": 2.5,
+    }
 
 
 def test_the_hold_file_counts_what_crossed_the_proxy(tmp_path):
@@ -342,6 +348,6 @@ def test_the_hold_file_counts_what_crossed_the_proxy(tmp_path):
     finally:
         proc.terminate()
         proc.wait(5)
-    assert tally["chunks"] == 2 and tally["delay_s"] == 0.03
+    assert tally["chunks"] == 2 and tally["delay_s"] == 0.03 and tally["bytes"] > 0 and tally["cpu_s"] > 0
     assert tally["held_seconds"] >= 2 * 0.03
     assert not (tmp_path / "hold.json.tmp").exists()
