@@ -82,7 +82,7 @@ bench-switch: bench-lab
 	$(BIN)/python lab/tools/switch_bench.py --inventory $(BENCH_INVENTORY) $(BENCH_VARS:%=-e @%) \
 		--plain-files '.cache/switch-plain/*-of-*.gguf' --staged-files '.cache/switch-staged/*-of-*.gguf' \
 		--bridge $$($(BIN)/python -c "import yaml; print(yaml.safe_load(open('lab/benchmarks/lab.yml'))['lab_bridge'])") \
-		--out benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-switch
+		--out benchmarks/results/$$(date -u +%Y%m%dT%H%M%SZ)-switch $(SWITCH_ARGS)
 
 bench-down:
 	$(PLAYBOOK) -i localhost, lab/playbooks/lab_down.yml -e @lab/benchmarks/lab.yml

@@ -51,12 +51,13 @@ DOWNTIME_TARGET = 1.2
 SERVER_UNIT = "llamarpc-server"
 
 
-def probe_args(url, api_key, interval=1.0):
-    """``switch_probe``'s options: one completion of 8 tokens every ``interval`` seconds (the downtime's resolution),
-    a request given 120 s."""
+def probe_args(url, api_key, interval=1.0, max_tokens=8):
+    """``switch_probe``'s options: one completion of ``max_tokens`` every ``interval`` seconds (the downtime's
+    resolution), a request given 120 s. A finer tick needs shorter completions: four of 8 tokens a second kept the
+    lab's workers busy enough to slow a restart's load."""
     return argparse.Namespace(
-        url=url, api_key=api_key, prompt="The capital of France is", max_tokens=8, interval=interval, timeout=120.0,
-        duration=0, log=None,
+        url=url, api_key=api_key, prompt="The capital of France is", max_tokens=max_tokens, interval=interval,
+        timeout=120.0, duration=0, log=None,
     )  # fmt: skip
 
 
@@ -208,11 +209,12 @@ def main(argv=None):
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip-builds", action="store_true", help="the model's switches only")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between the probe's requests")
+    parser.add_argument("--max-tokens", type=int, default=8, help="tokens of each of the probe's completions")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(args)
-    options = probe_args(lab.url, lab.api_key, args.interval)
+    options = probe_args(lab.url, lab.api_key, args.interval, args.max_tokens)
     plain, staged = files(args.plain_files), files(args.staged_files)
     back = {kind: lab.playbook("rollback.yml", "-e", f"llamarpc_rollback={kind}") for kind in ("model", "build")}
     to_plain = lab.playbook("site.yml", *lab.settings("plain", {"llama_model_files": plain}))
