@@ -93,7 +93,7 @@ options:
   interval:
     description: Seconds between two looks during the drain and the wait for C(/health).
     type: float
-    default: 0.25
+    default: 0.1
 requirements:
   - nftables (C(nft)) on the host when the gate opens.
 notes:

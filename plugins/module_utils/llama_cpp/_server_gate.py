@@ -53,7 +53,7 @@ ARGUMENT_SPEC = {
     "drain_timeout": {"type": "int", "default": 120},
     "api_key": {"type": "str", "default": "", "no_log": True},
     "listen_timeout": {"type": "int", "default": 30},
-    "interval": {"type": "float", "default": 0.25},
+    "interval": {"type": "float", "default": 0.1},
 }
 REQUIRED_IF = [("state", "restarted", ["server_unit"])]
 #: TCP states of a connection that may carry a request: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client sent its last
