@@ -13,7 +13,8 @@ output (local clients, root's own connections exempt: the play's health checks a
 llama-server). Then it waits until no connection to llama-server is open, or until llama-server reports no request in
 progress on two looks in a row (the connections left are idle keep-alive ones), or until the drain's timeout.
 
-Closing: the table goes (one transaction), then the responder stops.
+Closing: the table's rules go first (new connections reach llama-server again), then, once the connections the gate
+took have ended, the table (its nat chains keep those connections translated until then), then the responder stops.
 
 Restarting (the whole window in one run, no play's task inside it): the gate opens and drains as above (or stays, when
 a play opened it before stopping llama-server), llama-server's unit restarts, the run waits until its ``/health``
@@ -60,6 +61,9 @@ REQUIRED_IF = [("state", "restarted", ["server_unit"])]
 #: byte; llama-server may still answer).
 OPEN_STATES = {_proc_tcp.ESTABLISHED, _proc_tcp.SYN_RECV, _proc_tcp.CLOSE_WAIT}
 NFT = "nft"
+#: Seconds the closing gate waits for the connections it took to end (the responder gives a client 15 s to send its
+#: request, and answers at once).
+GATE_ANSWERS_TIMEOUT = 15
 #: How many more times a failed restart of llama-server's unit is tried, 2 s apart.
 RESTART_RETRIES = 2
 NFT_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
@@ -258,6 +262,18 @@ def gate(params, check_mode, host, *, clock=time.monotonic, sleep=time.sleep):
         result["open"] = False
         if not check_mode:
             if present:
+                # New connections reach llama-server again at once; the table and its nat chains stay until the
+                # connections the gate took have their answers: the kernel translates a connection's later packets
+                # only while a nat chain is hooked in its namespace, and a 503 sent after the table went reaches the
+                # client untranslated, which resets it and then waits for an answer that never comes.
+                host.load(f"flush chain inet {params['table']} prerouting\nflush chain inet {params['table']} output\n")
+                _wait(
+                    lambda: open_connections(host.sockets(), address, gate_port) == 0,
+                    GATE_ANSWERS_TIMEOUT,
+                    params["interval"],
+                    clock,
+                    sleep,
+                )
                 host.delete()
             if running:
                 host.unit("stop", unit)

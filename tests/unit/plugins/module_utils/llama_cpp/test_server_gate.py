@@ -44,6 +44,8 @@ PARAMS = {
 }
 SERVER = "llamarpc-server.service"
 TIMER, CHECK = "llamarpc-server-supervisor.timer", "llamarpc-server-supervisor.service"
+#: The closing gate's first step: its rules go, its table stays.
+FLUSH = ("load", "flush chain inet llamarpc_gate prerouting")
 
 
 def test_the_ruleset_sends_only_new_connections_to_the_gate_and_exempts_roots_own():
@@ -210,11 +212,40 @@ def test_a_responder_that_does_not_listen_is_stopped_and_fails_the_run():
 def test_closing_deletes_the_table_before_the_responder_stops():
     host = Host(present=True, running=True)
     result = run(host, state="closed")
-    assert host.done == [("delete", "table"), ("stop", PARAMS["unit"])]
+    assert host.done == [
+        ("load", "flush chain inet llamarpc_gate prerouting"),
+        ("delete", "table"),
+        ("stop", PARAMS["unit"]),
+    ]
     assert result["changed"] and not result["open"]
     assert result["diff"] == {"before": {"gate": "open"}, "after": {"gate": "closed"}}
     again = Host()
     assert not run(again, state="closed")["changed"] and again.done == []
+
+
+def test_closing_keeps_the_table_until_the_connections_the_gate_took_have_their_answers():
+    """The kernel translates a gated connection's later packets only while a nat chain is hooked: the rules go first
+    (new connections reach llama-server), the table only once no connection to the responder is left."""
+    gated = "   4: 0B00D50A:1F91 0C00D50A:C3C6 01 00000000:00000000 00:00000000 00000000\n"
+    host = Host(present=True, running=True, sockets=HEADER + LISTEN_8080 + LISTEN_8081 + gated)
+    looks = []
+
+    def sockets():
+        looks.append(host.done[-1])
+        if len(looks) == 3:
+            host.text = host.text.replace(gated, "")  # answered: the client closed
+        return gate.sockets([host.text])
+
+    host.sockets = sockets
+    run(host, state="closed")
+    assert host.done == [
+        ("load", "flush chain inet llamarpc_gate prerouting"),
+        ("delete", "table"),
+        ("stop", PARAMS["unit"]),
+    ]
+    assert (
+        looks == [("load", "flush chain inet llamarpc_gate prerouting")] * 3
+    )  # the table stayed while the connection was open
 
 
 def test_the_gate_port_must_not_be_llama_servers_own():
@@ -307,7 +338,7 @@ def test_a_restart_is_the_whole_window_in_one_run_gate_drain_restart_health_then
     unit = PARAMS["unit"]
     assert host.done == [
         ("start", unit), ("load", "table inet llamarpc_gate {"), ("restart", SERVER),
-        ("health", 1), ("health", 2), ("health", 3), ("delete", "table"), ("stop", unit),
+        ("health", 1), ("health", 2), ("health", 3), FLUSH, ("delete", "table"), ("stop", unit),
     ]  # fmt: skip
     assert result["changed"] and result["restarted"] and not result["open"]
     assert result["drained"] and result["loaded"] == 2.0  # two intervals of 1 s after the restart
@@ -317,7 +348,13 @@ def test_a_restart_behind_a_gate_the_play_opened_keeps_it_until_health_then_clos
     """The cutover: the play opened the gate and stopped llama-server (nothing listens on its port)."""
     host = Host(present=True, running=True, sockets=HEADER + LISTEN_8081, loads=1)
     run(host, state="restarted", server_unit=SERVER)
-    assert host.done == [("restart", SERVER), ("health", 1), ("delete", "table"), ("stop", PARAMS["unit"])]
+    assert host.done == [
+        ("restart", SERVER),
+        ("health", 1),
+        ("load", "flush chain inet llamarpc_gate prerouting"),
+        ("delete", "table"),
+        ("stop", PARAMS["unit"]),
+    ]
 
 
 def test_a_restart_without_anyone_served_opens_no_gate_and_does_not_wait():
@@ -349,7 +386,8 @@ def test_the_supervisor_pauses_for_the_whole_window_and_only_what_ran_starts_aga
     unit = PARAMS["unit"]
     assert host.done == [
         ("stop", TIMER), ("start", unit), ("load", "table inet llamarpc_gate {"), ("restart", SERVER),
-        ("health", 1), ("health", 2), ("health", 3), ("delete", "table"), ("stop", unit), ("start", TIMER),
+        ("health", 1), ("health", 2), ("health", 3), FLUSH, ("delete", "table"), ("stop", unit),
+        ("start", TIMER),
     ]  # fmt: skip
     assert host.active == {TIMER}
 
