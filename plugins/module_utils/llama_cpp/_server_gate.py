@@ -21,7 +21,7 @@ a play opened it before stopping llama-server), llama-server's unit restarts, th
 answers 200, and the gate closes - also when the restart or the wait fails. Units named to pause (the supervisor's
 timer and its check) stop before the gate opens and start again after it closed, those that were active: a check
 running meanwhile would read llama-server serving, then its workers free while it restarts, and restart it a second
-time, cancelling the run's restart job.
+time, outside the window.
 
 A llama-server that does not listen (a first deploy, a stopped service) gets no gate: nobody can be dropped.
 """
