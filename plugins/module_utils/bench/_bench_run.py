@@ -225,7 +225,7 @@ def predictions(p, results, links, burst=0):
             relay = (r.get("proxy_hold") or {}).get("relay_bps")
             for node in nodes:
                 link = throughput.get(hosts.get(node["name"]))
-                node["throughput"] = min(x for x in (link, relay) if x) if link or relay else link
+                node["throughput"] = min((x for x in (link, relay) if x), default=link)
                 node["burst"] = burst
         else:
             nodes = [{"name": "single", "bytes": read_bytes, "bandwidth": bandwidth}]

@@ -66,12 +66,13 @@ def stop_actions_for(state):
 def tried(systemctl, verb, unit, retries, delay, sleep=time.sleep):
     """``systemctl VERB UNIT``, tried again ``retries`` times after a failure, ``delay`` seconds apart:
     ``(rc, tries, said)`` of the last try (``said``: systemctl's message)."""
-    for tries in range(retries + 1):
+    tries = 0
+    while True:
         rc, out, err = systemctl.run(verb, unit)
         if rc == 0 or tries == retries:
             return rc, tries, (err or out).strip()
         sleep(delay)
-    return None  # not reached: the last try returns
+        tries += 1
 
 
 def attempt(systemctl, verb, unit, retries, delay, sleep=time.sleep):
