@@ -53,31 +53,48 @@ def phase(name, downtime, sent, failed=0, rc=(0,)):
             "probe": {"downtime_s": downtime, "ok": 9, "busy": 2, "failed": failed}}  # fmt: skip
 
 
-def test_the_rows_compare_with_the_warm_restart_and_the_noop_and_the_targets_say_what_holds():
+def test_the_rows_compare_with_the_paired_warm_restart_and_the_noop_and_the_targets_say_what_holds():
     phases = [
         phase("noop", 0.0, 5_000_000),
         phase("restart", 10.0, 100_000),
         phase("model-plain", 60.0, 300_000_000, failed=4),
+        phase("model-staged:warm", 10.0, 100_000),
         phase("model-staged", 11.0, 305_000_000),
+        phase("model-rollback:warm", 20.0, 100_000),
         phase("model-rollback", 13.0, 5_500_000),
+        phase("model-staged#2:warm", 5.0, 100_000),
+        phase("model-staged#2", 10.0, 5_000_000),
+        phase("model-rollback#2:warm", 10.0, 100_000),
+        phase("model-rollback#2", 10.0, 5_000_000),
+        phase("model-staged#3:warm", 10.0, 100_000),
+        phase("model-staged#3", 12.0, 5_000_000),
         phase("build-staged", 12.5, 50_000_000, failed=1),
-        phase("build-rollback", 9.0, 15_000_000, rc=(0, 2)),
+        phase("build-rollback", 9.0, 55_000_000, rc=(0, 2)),
     ]
     table = switch_bench.rows(phases)
     by_name = {row["name"]: row for row in table}
-    assert by_name["model-staged"]["downtime_over_warm"] == 1.1
+    assert by_name["model-staged"]["downtime_over_warm"] == 1.1  # against its own warm restart
+    assert by_name["model-rollback"]["downtime_over_warm"] == 0.65
+    assert by_name["build-staged"]["downtime_over_warm"] == 1.25  # no pair: against the first restart
     assert by_name["model-plain"]["mb_over_noop"] == 295.0
     assert by_name["build-rollback"]["ok"] is False and by_name["noop"]["ok"] is True
-    verdicts = dict(switch_bench.targets(table))
+    verdicts = dict(switch_bench.targets(table, {"model": 100_000_000, "build": 40_000_000}))
     assert verdicts == {
-        "model-staged: downtime / warm restart <= 1.2": True,
+        # 1.1, 2.0 and 1.2: the median holds; one run of three over it does not decide
+        "model-staged: downtime / paired warm restart <= 1.2 (median of 1.10, 1.20, 2.00)": True,
+        "model-rollback: downtime / paired warm restart <= 1.2 (median of 0.65, 1.00)": True,
+        "build-staged: downtime / paired warm restart <= 1.2 (median of 1.25)": False,
+        "build-rollback: downtime / paired warm restart <= 1.2 (median of 0.90)": True,
         "model-staged: no failed request (503 with Retry-After aside)": True,
         "model-rollback: no failed request (503 with Retry-After aside)": True,
-        "model-rollback: ships under a tenth of the forward switch's 300.0 MB": True,
-        "build-staged: downtime / warm restart <= 1.2": False,
+        "model-rollback: ships less than one file a download would (100.0 MB)": True,
+        "model-staged#2: no failed request (503 with Retry-After aside)": True,
+        "model-rollback#2: no failed request (503 with Retry-After aside)": True,
+        "model-rollback#2: ships less than one file a download would (100.0 MB)": True,
+        "model-staged#3: no failed request (503 with Retry-After aside)": True,
         "build-staged: no failed request (503 with Retry-After aside)": False,
         "build-rollback: no failed request (503 with Retry-After aside)": True,
-        "build-rollback: ships under a tenth of the forward switch's 45.0 MB": False,
+        "build-rollback: ships less than one file a download would (40.0 MB)": False,
     }
     text = switch_bench.markdown(table, switch_bench.targets(table), "python3 lab/tools/switch_bench.py ...")
     assert "| model-staged | 10.0 | 11.0 | 1.10 | 9 | 2 | 0 | 300.0 |" in text
