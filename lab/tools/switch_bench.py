@@ -18,9 +18,10 @@ that Ansible alone sends). In order:
   two other archives (another sha256, the same binaries), deployed as prebuilt builds; the plain one without the
   workers' cutover (``llama_rpc_worker_cutover=false``).
 
-Paired: a hand restart (``<phase>:warm``) runs just before every staged switch and every rollback, and the switch's
-downtime is taken against that restart's, so both see the same machine; ``--repeats`` runs each staged switch and its
-rollback that many times, and the downtime target holds when the median of the paired ratios does.
+Paired: a hand restart (``<phase>:warm``) runs just after every staged switch and every rollback, and the switch's
+downtime is taken against that restart's: the warm load of the model and build the switch went to, on the same
+machine a few seconds later (a restart before it would load the model switched from). ``--repeats`` runs each staged
+switch and its rollback that many times, and the downtime target holds when the median of the paired ratios does.
 
 Two other file sets (``--plain-files``, ``--staged-files``: the same weights split differently is enough) keep each
 switch a download: the rollback keeps the previous model, so a set switched to before is already on the hosts.
@@ -101,7 +102,7 @@ def kind(name):
 
 
 def rows(phases):
-    """The report's rows: each phase's downtime against its paired warm restart's (``<phase>:warm``, just before it)
+    """The report's rows: each phase's downtime against its paired warm restart's (``<phase>:warm``, just after it)
     or else the first one's (``restart``), and its bytes over the no-op's."""
     by_name = {p["name"]: p for p in phases}
     first = by_name.get("restart", {}).get("probe", {}).get("downtime_s")
@@ -251,8 +252,8 @@ def main(argv=None):
 
     def paired(name, commands, repeat):
         name = name if repeat == 1 else f"{name}#{repeat}"
-        run(f"{name}:warm", restart)
         run(name, commands)
+        run(f"{name}:warm", restart)
 
     run("deploy", [lab.playbook("site.yml")])  # this checkout's collection, whatever the lab ran before
     run("noop", [lab.playbook("site.yml")])
