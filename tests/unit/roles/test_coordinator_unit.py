@@ -62,8 +62,11 @@ def test_the_plan_arguments_are_one_unbraced_word_of_exec_start():
     # No prompt cache by default: over RPC it reads each request's context back from the workers.
     assert argv[argv.index("--cache-ram") + 1] == "0"
     [pre] = worker_unit.commands(render("server.service.j2"), "ExecStartPre")
-    # Before each start the supervisor waits for $LLAMARPC_RPC's workers (none on a local plan: it returns at once).
-    assert pre == ["/usr/bin/python3", VARIABLES["_llama_coordinator_supervisor"], "wait", "--timeout", "60"]
+    # Before each start the supervisor waits for $LLAMARPC_RPC's workers (none on a local plan: it returns at once),
+    # asking every 0.2 s (in a llama.cpp cutover the workers restart meanwhile).
+    assert pre == [
+        "/usr/bin/python3", VARIABLES["_llama_coordinator_supervisor"], "wait", "--timeout", "60", "--interval", "0.2"
+    ]  # fmt: skip
 
 
 def test_the_env_file_holds_the_workers_to_wait_for_and_the_plan_arguments():
@@ -113,18 +116,31 @@ def test_the_gate_runs_as_llama_servers_user_without_privileges():
 
 
 def test_the_restart_is_gated_and_the_gate_always_goes():
-    """The handler restarts llama-server behind the gate in one module run; the cutover opens the gate before it stops
-    llama-server, and a block's `always` closes it whatever happened, in service.yml and in the restart entry point."""
+    """The handler restarts llama-server behind the gate in one module run, a llama.cpp cutover too: the switching
+    workers' waits are queued (and said armed) before the handlers run, and collected after; a block's `always` closes
+    the gate whatever happened, in service.yml and in the restart entry point."""
     handlers = {task["name"]: task for task in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())}
     gated = handlers["Restart llama-server behind the gate until it serves"]["llamarpc.cluster.llama_server_gate"]
     assert gated["state"] == "restarted" and gated["server_unit"] == "{{ llama_coordinator_service }}.service"
     service = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
     [block] = [task for task in service if "block" in task and "always" in task]
-    first, *rest = block["block"]
-    assert first["llamarpc.cluster.llama_server_gate"]["state"] == "open"
-    assert "_llama_coordinator_switching | length > 0" in first["when"]
-    names = [task["name"] for task in rest]
+    names = [task["name"] for task in block["block"]]
     assert names.index("Cutover to the new llama.cpp") < names.index("Apply unit and plan changes before (re)starting")
+    [cutover] = [task for task in block["block"] if task["name"] == "Cutover to the new llama.cpp"]
+    modules = [
+        next(key for key in task if key.startswith("ansible.") or key.startswith("llamarpc."))
+        for task in cutover["block"]
+    ]
+    assert modules == [
+        "ansible.builtin.systemd_service", "ansible.builtin.set_fact", "llamarpc.cluster.rpc_worker_cutover",
+        "ansible.builtin.wait_for",
+    ]  # fmt: skip
+    waits = cutover["block"][2]
+    assert waits["poll"] == 0 and waits["notify"] == "llama_coordinator restart" and "delegate_to" in waits
+    collect = [task for task in block["block"] if "ansible.builtin.async_status" in task]
+    assert len(collect) == 1 and names.index(collect[0]["name"]) > names.index(
+        "Apply unit and plan changes before (re)starting"
+    )
     [close] = block["always"]
     assert close["llamarpc.cluster.llama_server_gate"]["state"] == "closed" and "when" not in close
     restart = yaml.safe_load((ROLE / "tasks" / "restart.yml").read_text())

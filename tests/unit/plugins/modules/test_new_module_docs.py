@@ -1,5 +1,5 @@
 """managed_files, systemd_units, gguf_shard_check, llama_server_check, llama_server_serving, gguf_vocabulary_check,
-llama_cluster_plan, rpc_worker_binaries and tensor_cache_hashes:
+llama_cluster_plan, rpc_worker_binaries, rpc_worker_cutover and tensor_cache_hashes:
 DOCUMENTATION says what the argument spec takes (types, elements, required, defaults, suboptions), and EXAMPLES and
 RETURN are YAML (what ansible-test sanity's validate-modules checks)."""
 
@@ -12,7 +12,7 @@ from ansible_collections.llamarpc.cluster.plugins.module_utils.files import _man
 from ansible_collections.llamarpc.cluster.plugins.module_utils.llama_cpp import _llama_server_check, _llama_serving
 from ansible_collections.llamarpc.cluster.plugins.module_utils.model import _vocabulary_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.plan import _plan_run
-from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _worker_binaries
+from ansible_collections.llamarpc.cluster.plugins.module_utils.rpc import _worker_binaries, _worker_cutover
 from ansible_collections.llamarpc.cluster.plugins.module_utils.shards import _shard_check
 from ansible_collections.llamarpc.cluster.plugins.module_utils.systemd import _systemd_units
 from ansible_collections.llamarpc.cluster.plugins.module_utils.tensor_cache import _tensor_hashes
@@ -24,6 +24,7 @@ from ansible_collections.llamarpc.cluster.plugins.modules import (
     llama_server_serving,
     managed_files,
     rpc_worker_binaries,
+    rpc_worker_cutover,
     systemd_units,
     tensor_cache_hashes,
 )
@@ -37,6 +38,7 @@ MODULES = [
     (gguf_vocabulary_check, _vocabulary_check.ARGUMENT_SPEC),
     (llama_cluster_plan, _plan_run.ARGUMENT_SPEC),
     (rpc_worker_binaries, _worker_binaries.ARGUMENT_SPEC),
+    (rpc_worker_cutover, _worker_cutover.ARGUMENT_SPEC),
     (tensor_cache_hashes, _tensor_hashes.ARGUMENT_SPEC),
 ]
 
