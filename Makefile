@@ -73,9 +73,9 @@ bench: bench-lab
 		-e '{"llama_benchmark_site_rerun": true, "llama_benchmark_site_vars_files": [$(subst $(space),$(comma),$(BENCH_VARS:%="$(CURDIR)/%"))]}' $(BENCH_ARGS)
 
 # The day-2 switches on the bench lab (lab/tools/switch_bench.py): a model switch and a llama.cpp switch, each staged
-# and as a plain redeploy, and their rollbacks, with a client asking one token every 0.25 s; the other model files
-# are the synthetic model's weights in 3 and in 4 shards (BENCH_MODEL=cache only). Report in
-# benchmarks/results/<time>-switch/.
+# and as a plain redeploy, and their rollbacks, with a client asking one token every 0.25 s; each staged switch and
+# rollback three times (SWITCH_ARGS="--repeats N"), a hand restart after each; the other model files are the
+# synthetic model's weights in 3 and in 4 shards (BENCH_MODEL=cache only). Report in benchmarks/results/<time>-switch/.
 bench-switch: BENCH_MODEL = cache
 bench-switch: bench-lab
 	$(BIN)/python lab/tools/tiny_gguf.py --out .cache/switch-plain --preset cache --shards 3 >/dev/null
