@@ -21,8 +21,8 @@ description:
     start.
   - When nothing listens on O(endpoint), it restarts O(service) at once (nobody is served by it).
   - With O(armed_file), it writes C(armed TOKEN) there once its connection is queued, then C(done TOKEN) or
-    C(failed TOKEN) and the reason (O(token)). The play waits for C(armed) or C(done) with M(ansible.builtin.wait_for) before
-    it restarts llama-server.
+    C(failed TOKEN) and the reason (O(token)). The play waits for C(armed) or C(done) with
+    M(ansible.builtin.wait_for) before it restarts llama-server.
   - Fails, restarting nothing, when the worker's client still holds it after O(timeout) seconds; fails when the
     restart fails after three tries, 2 s apart.
 author:
