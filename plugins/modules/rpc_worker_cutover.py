@@ -20,8 +20,8 @@ description:
     worker, so llama-server meets only the new one, and no task of the play runs between llama-server's stop and its
     start.
   - When nothing listens on O(endpoint), it restarts O(service) at once (nobody is served by it).
-  - With O(armed_file), it writes C(armed TOKEN) there once its connection is queued, then C(done TOKEN) or
-    C(failed TOKEN) and the reason (O(token)). The play waits for C(armed) or C(done) with
+  - With O(armed_file), it writes C(armed RUN_ID) there once its connection is queued, then C(done RUN_ID) or
+    C(failed RUN_ID) and the reason (O(run_id)). The play waits for C(armed) or C(done) with
     M(ansible.builtin.wait_for) before it restarts llama-server.
   - Fails, restarting nothing, when the worker's client still holds it after O(timeout) seconds; fails when the
     restart fails after three tries, 2 s apart.
@@ -45,9 +45,9 @@ options:
     type: int
     default: 600
   armed_file:
-    description: Where the module says C(armed), C(done) or C(failed), with O(token); omitted - nowhere.
+    description: Where the module says C(armed), C(done) or C(failed), with O(run_id); omitted - nowhere.
     type: path
-  token:
+  run_id:
     description: What names this cutover in O(armed_file), so that a word left by an earlier one is not taken for it.
     type: str
     default: ""
@@ -63,7 +63,7 @@ EXAMPLES = r"""
     service: llamarpc-rpc-worker.service
     timeout: 600
     armed_file: /run/llamarpc-rpc-worker-cutover
-    token: "1796642301"
+    run_id: "20261207T115452.409211"
   async: 660
   poll: 0
   register: cutover_jobs

@@ -12,7 +12,7 @@ else while its service restarts on the new binary, so a HELLO that llama-server'
 queue and is reset with the old worker: only the new one can answer it.
 
 ``armed`` is called once the connection is queued (or, when nothing listens, once that is known). The module writes
-it to ``armed_file`` with the play's ``token``, then ``done`` or ``failed`` with it (the file stays, one per worker,
+it to ``armed_file`` with the play's ``run_id``, then ``done`` or ``failed`` with it (the file stays, one per worker,
 rewritten by each cutover): the play waits for ``armed`` or ``done`` before it restarts llama-server, so that the
 cutover's window holds no task of the play, and a waiter that could not queue stops the play before anything restarts.
 """
@@ -31,7 +31,7 @@ ARGUMENT_SPEC = {
     "service": {"type": "str", "required": True},
     "timeout": {"type": "int", "default": 600},
     "armed_file": {"type": "path"},
-    "token": {"type": "str", "default": ""},
+    "run_id": {"type": "str", "default": ""},
 }
 #: How many more times a failed restart of the worker's service is tried, 2 s apart.
 RESTART_RETRIES = 2
@@ -104,17 +104,17 @@ def restart_when_released(endpoint, restart, timeout, armed=lambda: None, clock=
     return waited, (reply.version if reply is not None else None), result
 
 
-def _say(path, word, token, detail=""):
-    """``WORD TOKEN[: detail]`` into ``path`` (none: nothing), written whole: a reader never sees half a line."""
+def _say(path, word, run_id, detail=""):
+    """``WORD RUN_ID[: detail]`` into ``path`` (none: nothing), written whole: a reader never sees half a line."""
     if path:
         with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
-            handle.write(f"{word} {token}{': ' + detail if detail else ''}\n")
+            handle.write(f"{word} {run_id}{': ' + detail if detail else ''}\n")
         os.replace(f"{path}.tmp", path)
 
 
 def run_module(module):
     p = module.params
-    service, path, token = p["service"], p["armed_file"], p["token"]
+    service, path, run_id = p["service"], p["armed_file"], p["run_id"]
     if module.check_mode:
         return {"changed": True, "msg": f"would restart {service} once its client lets go of it"}
     systemctl = _systemd.Systemctl(module, required=True)
@@ -124,14 +124,14 @@ def run_module(module):
 
     try:
         waited, protocol, (rc, tries, said) = restart_when_released(
-            p["endpoint"], restart, p["timeout"], lambda: _say(path, "armed", token)
+            p["endpoint"], restart, p["timeout"], lambda: _say(path, "armed", run_id)
         )
     except (NotReleased, rpc._Verdict, ValueError) as exc:
-        _say(path, "failed", token, str(exc))
+        _say(path, "failed", run_id, str(exc))
         module.fail_json(msg=f"{p['endpoint']}: {exc}")
     if rc != 0:
         msg = f"systemctl restart {service} failed ({tries + 1} attempts): {said}"
-        _say(path, "failed", token, msg)
+        _say(path, "failed", run_id, msg)
         module.fail_json(msg=msg, waited=round(waited, 3))
-    _say(path, "done", token)
+    _say(path, "done", run_id)
     return {"changed": True, "waited": round(waited, 3), "protocol": protocol, "tries": tries, "service": service}

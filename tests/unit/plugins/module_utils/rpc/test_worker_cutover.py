@@ -133,9 +133,9 @@ def systemctl(tmp_path, monkeypatch):
     return lambda: log.read_text().splitlines() if log.exists() else []
 
 
-def test_the_module_restarts_the_service_and_says_done_with_the_token(run_module, systemctl, closed_port, tmp_path):
+def test_the_module_restarts_the_service_and_says_done_with_the_run_id(run_module, systemctl, closed_port, tmp_path):
     armed = tmp_path / "armed"
-    args = {"endpoint": f"127.0.0.1:{closed_port}", "service": "w.service", "armed_file": str(armed), "token": "t1"}
+    args = {"endpoint": f"127.0.0.1:{closed_port}", "service": "w.service", "armed_file": str(armed), "run_id": "t1"}
     result = run_module(rpc_worker_cutover, args)
     assert not result.failed, result.result
     assert result.result["changed"] and result.result["tries"] == 0 and result.result["protocol"] is None
@@ -146,7 +146,7 @@ def test_the_module_restarts_the_service_and_says_done_with_the_token(run_module
 def test_a_failed_restart_is_tried_three_times_and_said(run_module, systemctl, closed_port, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_RC", "1")
     armed = tmp_path / "armed"
-    args = {"endpoint": f"127.0.0.1:{closed_port}", "service": "w.service", "armed_file": str(armed), "token": "t2"}
+    args = {"endpoint": f"127.0.0.1:{closed_port}", "service": "w.service", "armed_file": str(armed), "run_id": "t2"}
     result = run_module(rpc_worker_cutover, args)
     assert result.failed and result.result["msg"].startswith("systemctl restart w.service failed (3 attempts)")
     assert [line.split()[-2:] for line in systemctl() if "restart" in line] == [["restart", "w.service"]] * 3
