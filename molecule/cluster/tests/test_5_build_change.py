@@ -116,6 +116,7 @@ def test_a_new_build_cuts_over_once_and_a_build_rollback_goes_back_without_a_bui
         "llama_cpp_prebuilt_archive": str(repacked),
         "llama_cpp_prebuilt_checksum": checksum,
         "llama_model_files": model_files,
+        "llama_coordinator_plan_strategy": "all",  # every worker in the new plan: its start waits for each of them
     }
     (tmp_path / "forward").mkdir()
     with client() as answers:
