@@ -89,13 +89,13 @@ def _queued_hello(host, port, timeout, armed):
     return held, reply
 
 
-def restart_when_released(endpoint, restart, timeout, armed=lambda: None, clock=time.monotonic):
+def restart_when_released(endpoint, restart, timeout, armed=lambda: None):
     """Wait until the worker at ``endpoint`` is let go of by its client, then ``restart()`` while holding it.
     Returns ``(seconds waited, the old worker's protocol or None, restart's result)``."""
     host, port = rpc.parse_endpoint(endpoint)
-    started = clock()
+    started = time.monotonic()
     conn, reply = _queued_hello(host, port, timeout, armed)
-    waited = clock() - started
+    waited = time.monotonic() - started
     try:
         result = restart()
     finally:
