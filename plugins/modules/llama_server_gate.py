@@ -17,8 +17,9 @@ description:
     chains send each new TCP connection to O(address) at O(port) on to O(gate_port) (in prerouting for other hosts, in
     output for local clients; root's own local connections are exempt, so that the play's health checks and smoke
     completion still reach llama-server). The connections already open keep going to llama-server; the module waits
-    until none is left, or until llama-server reports no request in progress on two looks in a row (C(/slots), the
-    connections left are idle keep-alive ones), or O(drain_timeout) seconds - then the caller restarts llama-server.
+    until none is left, or until llama-server reports no request in progress on looks 0.1 s apart with none in
+    between (C(/slots), the connections left are idle keep-alive ones), or O(drain_timeout) seconds - then the caller
+    restarts llama-server.
   - When nothing listens on O(address) at O(port) (a first deploy, a stopped llama-server), O(state=open) opens no gate
     and changes nothing - nobody is served, nobody can be dropped.
   - O(state=closed) deletes the table, then stops O(unit).
@@ -91,9 +92,11 @@ options:
     type: int
     default: 30
   interval:
-    description: Seconds between two looks during the drain and the wait for C(/health).
+    description:
+      - Seconds between two looks during the drain and the wait for C(/health). Each look late is time the clients
+        wait at 503.
     type: float
-    default: 0.1
+    default: 0.02
 requirements:
   - nftables (C(nft)) on the host when the gate opens.
 notes:

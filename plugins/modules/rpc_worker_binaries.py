@@ -57,6 +57,11 @@ options:
         of being restarted by its role.
     type: bool
     default: false
+  check_unit:
+    description:
+      - The worker's tensor-cache check (a oneshot unit), returned as RV(check_unit) for the coordinator's cutover,
+        which starts it before its window (M(llamarpc.cluster.rpc_worker_cutover)). Not started here.
+    type: str
 seealso:
   - module: llamarpc.cluster.llama_server_check
   - module: llamarpc.cluster.tensor_cache_seed
@@ -71,6 +76,7 @@ EXAMPLES = r"""
     helper_src: /opt/llamarpc/llama.cpp/KEY/bin/llamarpc-fnv1a
     service: llamarpc-rpc-worker.service
     cutover: true
+    check_unit: llamarpc-rpc-worker-cache-verify.service
 """
 
 RETURN = r"""
@@ -101,6 +107,11 @@ waits:
   returned: when O(service) is given
   type: bool
   sample: false
+check_unit:
+  description: O(check_unit), for the coordinator's cutover.
+  returned: when O(service) and O(check_unit) are given
+  type: str
+  sample: llamarpc-rpc-worker-cache-verify.service
 """
 
 from ansible.module_utils.basic import AnsibleModule

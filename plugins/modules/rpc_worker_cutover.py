@@ -51,6 +51,13 @@ options:
     description: What names this cutover in O(armed_file), so that a word left by an earlier one is not taken for it.
     type: str
     default: ""
+  check_unit:
+    description:
+      - A oneshot unit started, and waited for, before the connection queues, while the old worker still serves - the
+        worker's tensor-cache check (V(llamarpc-rpc-worker-cache-verify.service)). The cache's files it finds good are
+        recorded, so the check in the worker's own start, inside the window, hashes none of them again.
+      - When it fails, the module fails with C(failed) in O(armed_file), and nothing is queued or restarted.
+    type: str
 seealso:
   - module: llamarpc.cluster.rpc_worker_binaries
   - module: llamarpc.cluster.llama_server_gate
@@ -64,6 +71,7 @@ EXAMPLES = r"""
     timeout: 600
     armed_file: /run/llamarpc-rpc-worker-cutover
     run_id: "20261207T115452.409211"
+    check_unit: llamarpc-rpc-worker-cache-verify.service
   async: 660
   poll: 0
   register: cutover_jobs

@@ -11,7 +11,8 @@ destination of each new connection (its SYN: nat chains see a connection's first
 began before conntrack ran is never matched) to the responder's port, in prerouting (clients of other hosts) and in
 output (local clients, root's own connections exempt: the play's health checks and smoke completion reach
 llama-server). Then it waits until no connection to llama-server is open, or until llama-server reports no request in
-progress on two looks in a row (the connections left are idle keep-alive ones), or until the drain's timeout.
+progress on looks 0.1 s apart (the connections left are idle keep-alive ones), or until the drain's timeout. Each of
+these waits, and the one for ``/health`` below, looks every 0.02 s: each look late is time the clients wait.
 
 Closing: the table's rules go first (new connections reach llama-server again), then, once the connections the gate
 took have ended, the table (its nat chains keep those connections translated until then), then the responder stops.
@@ -54,7 +55,7 @@ ARGUMENT_SPEC = {
     "drain_timeout": {"type": "int", "default": 120},
     "api_key": {"type": "str", "default": "", "no_log": True},
     "listen_timeout": {"type": "int", "default": 30},
-    "interval": {"type": "float", "default": 0.1},
+    "interval": {"type": "float", "default": 0.02},
 }
 REQUIRED_IF = [("state", "restarted", ["server_unit"])]
 #: TCP states of a connection that may carry a request: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client sent its last
@@ -64,6 +65,9 @@ NFT = "nft"
 #: Seconds the closing gate waits for the connections it took to end (the responder gives a client 15 s to send its
 #: request, and answers at once).
 GATE_ANSWERS_TIMEOUT = 15
+#: Seconds between the first and the last of the looks at llama-server's slots that find none processing before the
+#: drain takes the connections left for idle keep-alive ones: a request read but not yet in a slot shows by then.
+IDLE_SPACING = 0.1
 #: How many more times a failed restart of llama-server's unit is tried, 2 s apart.
 RESTART_RETRIES = 2
 NFT_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
@@ -154,19 +158,24 @@ def busy_slots(address, port, api_key, timeout=10):
 
 
 def drain(connections, busy, timeout, interval, *, clock=time.monotonic, sleep=time.sleep):
-    """Wait until ``connections()`` is 0, or ``busy()`` is 0 on two looks in a row (idle keep-alive connections
-    only), or ``timeout`` seconds: a dict of what it saw - drained, how (none_open, idle, timeout), the connections
-    left and the seconds waited."""
+    """Wait until ``connections()`` is 0, or ``busy()`` is 0 on looks at least IDLE_SPACING seconds apart with none
+    busy between them (idle keep-alive connections only), or ``timeout`` seconds; a look every ``interval`` seconds.
+    A dict of what it saw: drained, how (none_open, idle, timeout), the connections left and the seconds waited."""
     start = clock()
-    idle_looks = 0
+    idle_since = None
     while True:
         left = connections()
-        waited = round(clock() - start, 1)
+        waited = round(clock() - start, 2)
         if left == 0:
             return {"drained": True, "how": "none_open", "connections": 0, "waited": waited}
-        idle_looks = idle_looks + 1 if busy() == 0 else 0
-        if idle_looks >= 2:
-            return {"drained": True, "how": "idle", "connections": left, "waited": waited}
+        if busy() == 0:
+            now = clock()
+            if idle_since is None:
+                idle_since = now
+            elif now - idle_since >= IDLE_SPACING:
+                return {"drained": True, "how": "idle", "connections": left, "waited": waited}
+        else:
+            idle_since = None
         if waited >= timeout:
             return {"drained": False, "how": "timeout", "connections": left, "waited": waited}
         sleep(interval)

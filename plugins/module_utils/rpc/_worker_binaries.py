@@ -30,6 +30,7 @@ ARGUMENT_SPEC = {
     "helper_src": {"type": "path"},
     "service": {"type": "str"},
     "cutover": {"type": "bool", "default": False},
+    "check_unit": {"type": "str"},
 }
 #: What the proof feeds the helper, and the FNV-1a 64 of it that llama.cpp's ``fnv_hash`` gives.
 PROOF_INPUT = b"foobar"
@@ -145,6 +146,8 @@ def run_module(module):
         result["switch"] = switches(params["server"], result["running"])
         # Left running for the coordinator's cutover (which restarts exactly these), instead of restarted by its role.
         result["waits"] = result["switch"] and params["cutover"]
+        if params["check_unit"]:
+            result["check_unit"] = params["check_unit"]
     if check_server(module, params["server"]):
         result["checked"].append("flags")
     if params["helper"]:

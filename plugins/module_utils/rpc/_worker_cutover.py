@@ -11,6 +11,10 @@ llama-server let go of it: its HELLO reply says exactly that. Holding that conne
 else while its service restarts on the new binary, so a HELLO that llama-server's start sends meanwhile waits in the
 queue and is reset with the old worker: only the new one can answer it.
 
+``check_unit`` (the worker's tensor-cache check, a oneshot unit) runs first, while the old worker still serves: the
+restart's own check (the unit's ExecStartPre) then finds every file recorded as checked, and hashes nothing in the
+window.
+
 ``armed`` is called once the connection is queued (or, when nothing listens, once that is known). The module writes
 it to ``armed_file`` with the play's ``run_id``, then ``done`` or ``failed`` with it (the file stays, one per worker,
 rewritten by each cutover): the play waits for ``armed`` or ``done`` before it restarts llama-server, so that the
@@ -32,6 +36,7 @@ ARGUMENT_SPEC = {
     "timeout": {"type": "int", "default": 600},
     "armed_file": {"type": "path"},
     "run_id": {"type": "str", "default": ""},
+    "check_unit": {"type": "str"},
 }
 #: How many more times a failed restart of the worker's service is tried, 2 s apart.
 RESTART_RETRIES = 2
@@ -122,6 +127,13 @@ def run_module(module):
     def restart():
         return tried(systemctl, "restart", service, RESTART_RETRIES, RESTART_DELAY)
 
+    if p["check_unit"]:
+        rc, _out, err = systemctl.run("start", p["check_unit"])
+        if rc != 0:
+            msg = f"systemctl start {p['check_unit']} (the worker's cache check) failed: {err.strip()}"
+            msg += "; nothing restarted"
+            _say(path, "failed", run_id, msg)
+            module.fail_json(msg=msg)
     try:
         waited, protocol, (rc, tries, said) = restart_when_released(
             p["endpoint"], restart, p["timeout"], lambda: _say(path, "armed", run_id)

@@ -4,6 +4,7 @@ bytes (as llama.cpp names it) and larger than the 10 MiB llama.cpp caches from; 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -100,7 +101,7 @@ def test_good_files_stay_and_every_kind_of_bad_one_goes(fast, hasher, tensor, tm
     subdir.mkdir()
     logged = []
     counts = verify_mod.verify(str(tmp_path), hasher if fast else None, log=logged.append)
-    assert counts == (1, 6, 0)
+    assert counts == (1, 6, 0, 0)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([good.name, "sub"])
     assert good.read_bytes() == tensor
     text = "\n".join(logged)
@@ -132,15 +133,89 @@ def test_main_hashes_in_python_without_the_helper_and_says_so(tensor, tmp_path, 
     assert verify_mod.main(["verify", "--hasher", str(tmp_path / "missing"), str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "hashing in Python" in out
-    assert f"tensor cache {tmp_path}: 1 file(s) verified, 0 removed, 0 not removable" in out
+    assert f"tensor cache {tmp_path}: 1 file(s) verified, 0 removed, 0 not removable (1 hashed, 0 unchanged" in out
     assert good.exists()
 
 
 def test_main_rejects_bad_usage(capsys):
     assert verify_mod.main(["verify"]) == 2
     assert verify_mod.main(["verify", "--hash", "x", "y"]) == 2
+    assert verify_mod.main(["verify", "--record", "x", "--record", "y", "z"]) == 2
+    assert verify_mod.main(["verify", "--record", "x"]) == 2
     assert "Usage" in capsys.readouterr().err
 
 
 def test_a_missing_directory_has_nothing_to_verify(tmp_path):
-    assert verify_mod.verify(str(tmp_path / "nope")) == (0, 0, 0)
+    assert verify_mod.verify(str(tmp_path / "nope")) == (0, 0, 0, 0)
+
+
+class Counting:
+    """hash_in_python, counting the files it is asked to hash."""
+
+    def __init__(self):
+        self.asked = []
+        self.real = verify_mod.hash_in_python
+
+    def __call__(self, paths):
+        self.asked += [os.path.basename(p) for p in paths]
+        return self.real(paths)
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    counter = Counting()
+    monkeypatch.setattr(verify_mod, "hash_in_python", counter)
+    return counter
+
+
+def test_the_record_spares_unchanged_files_and_a_change_is_hashed_again(counting, tensor, tmp_path):
+    """A file found good and not changed since (same inode, size, times) is not hashed again; one changed in place
+    - even to the same size, its modification time put back - is, and goes when its bytes no longer match."""
+    cache, record = tmp_path / "rpc", tmp_path / "verified.json"
+    cache.mkdir()
+    kept = entry(cache, tensor)
+    changed = entry(cache, tensor[::-1])
+    assert verify_mod.verify(str(cache), record=str(record)) == (2, 0, 0, 0)
+    assert sorted(counting.asked) == sorted([kept.name, changed.name])
+    assert sorted(json.loads(record.read_text())) == sorted([kept.name, changed.name])
+
+    counting.asked.clear()
+    assert verify_mod.verify(str(cache), record=str(record)) == (2, 0, 0, 2)
+    assert counting.asked == []
+
+    before = changed.stat()
+    data = bytearray(changed.read_bytes())
+    data[7] ^= 0x01
+    changed.write_bytes(bytes(data))
+    os.utime(changed, ns=(before.st_atime_ns, before.st_mtime_ns))  # only the change time tells
+    added = entry(cache, tensor[1:] + b"y")
+    counting.asked.clear()
+    logged = []
+    assert verify_mod.verify(str(cache), record=str(record), log=logged.append) == (2, 1, 0, 1)
+    assert sorted(counting.asked) == sorted([changed.name, added.name])
+    assert f"{changed}: removed, its bytes hash to" in "\n".join(logged)
+    assert sorted(json.loads(record.read_text())) == sorted([kept.name, added.name])
+
+
+def test_a_record_that_does_not_read_as_one_means_hashing_everything(counting, tensor, tmp_path):
+    cache, record = tmp_path / "rpc", tmp_path / "verified.json"
+    cache.mkdir()
+    good = entry(cache, tensor)
+    for text in ("{not json", "[1, 2]", json.dumps({good.name: "a string"})):
+        record.write_text(text)
+        counting.asked.clear()
+        assert verify_mod.verify(str(cache), record=str(record)) == (1, 0, 0, 0)
+        assert counting.asked == [good.name]
+    assert verify_mod.read_record(str(tmp_path / "none")) == {}
+
+
+def test_a_record_that_cannot_be_written_is_said_and_the_check_still_passes(tensor, tmp_path, capsys):
+    cache = tmp_path / "rpc"
+    cache.mkdir()
+    entry(cache, tensor)
+    record = tmp_path / "missing-directory" / "verified.json"
+    assert verify_mod.main(["verify", "--record", str(record), str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert f"tensor cache record {record}: not written" in out
+    assert "1 file(s) verified, 0 removed, 0 not removable (1 hashed, 0 unchanged" in out
+    assert not list((tmp_path).glob("missing-directory*"))

@@ -63,9 +63,9 @@ def test_the_plan_arguments_are_one_unbraced_word_of_exec_start():
     assert argv[argv.index("--cache-ram") + 1] == "0"
     [pre] = worker_unit.commands(render("server.service.j2"), "ExecStartPre")
     # Before each start the supervisor waits for $LLAMARPC_RPC's workers (none on a local plan: it returns at once),
-    # asking every 0.2 s (in a llama.cpp cutover the workers restart meanwhile).
+    # asking every 0.05 s (in a llama.cpp cutover the workers restart meanwhile).
     assert pre == [
-        "/usr/bin/python3", VARIABLES["_llama_coordinator_supervisor"], "wait", "--timeout", "60", "--interval", "0.2"
+        "/usr/bin/python3", VARIABLES["_llama_coordinator_supervisor"], "wait", "--timeout", "60", "--interval", "0.05"
     ]  # fmt: skip
 
 

@@ -33,7 +33,26 @@ def test_the_cache_is_verified_then_capped_before_every_start():
     prune = ["/usr/bin/python3", worker_unit.DEFAULTS["_llama_rpc_worker_prune"], cache, "21474836480"]
     # The plan's seeded tensors (the coordinator's keep-list) go last.
     prune += ["--keep", "/var/cache/llamarpc/rpc-worker/seeded-tensors"]
-    assert pre == [[*verify, *hasher, cache], prune]
+    record = ["--record", "/run/llamarpc-rpc-worker/cache-verified.json"]
+    assert pre == [[*verify, *hasher, *record, cache], prune]
     slow = worker_unit.commands(worker_unit.render(llama_rpc_worker_cache_verify_fast=False), "ExecStartPre")
-    assert slow == [[*verify, cache], prune]
+    assert slow == [[*verify, *record, cache], prune]
     assert ("TimeoutStartSec", "30min") in worker_unit.directives(worker_unit.render())
+
+
+def test_the_verifiers_record_outlives_a_restart_and_the_cutovers_check_is_the_same_command():
+    """The record lives in the worker's runtime directory, which a stop keeps (the restart reads it) and a boot
+    empties (/run); the oneshot check a cutover starts before its window runs the very command of the worker's start,
+    as the worker's user, with the same directory."""
+    worker = worker_unit.directives(worker_unit.render())
+    check = worker_unit.directives(worker_unit.render("verify.service.j2"))
+    kept = [("RuntimeDirectory", "llamarpc-rpc-worker"), ("RuntimeDirectoryMode", "0700")]
+    kept += [("RuntimeDirectoryPreserve", "yes")]
+    for unit in (worker, check):
+        assert all(directive in unit for directive in kept), unit
+        assert ("User", "llamarpc") in unit
+    first_pre = worker_unit.commands(worker_unit.render(), "ExecStartPre")[0]
+    assert worker_unit.commands(worker_unit.render("verify.service.j2"), "ExecStart") == [first_pre]
+    assert ("Type", "oneshot") in check and ("TimeoutStartSec", "30min") in check
+    no_cache = worker_unit.directives(worker_unit.render(llama_rpc_worker_cache=False))
+    assert not [key for key, _value in no_cache if key.startswith("RuntimeDirectory")]

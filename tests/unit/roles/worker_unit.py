@@ -47,14 +47,26 @@ def prune_args(values):
     )
 
 
+def verify_command(values):
+    """The verifier's command line as vars/main.yml's _llama_rpc_worker_verify_command makes it from ``values``."""
+    hasher = f" --hasher {values['_llama_rpc_worker_hasher']}" if values["llama_rpc_worker_cache_verify_fast"] else ""
+    record = f"/run/{values['llama_rpc_worker_service']}/cache-verified.json"
+    return (
+        f"/usr/bin/python3 {values['_llama_rpc_worker_verify']}{hasher} --record {record}"
+        f" {values['llama_rpc_worker_cache_dir']}/rpc"
+    )
+
+
 def render(template="worker.service.j2", **overrides):
-    """The role's template with DEFAULTS and ``overrides``; the pruner's arguments follow the cache directory, the cap
-    and the metrics directory given, unless given themselves."""
+    """The role's template with DEFAULTS and ``overrides``; the pruner's arguments and the verifier's command follow
+    the cache directory, the cap and the metrics directory given, unless given themselves."""
     env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
     env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
     values = {**DEFAULTS, **overrides}
     if "_llama_rpc_worker_prune_args" not in overrides:
         values["_llama_rpc_worker_prune_args"] = prune_args(values)
+    if "_llama_rpc_worker_verify_command" not in overrides:
+        values["_llama_rpc_worker_verify_command"] = verify_command(values)
     return env.from_string((ROLE / "templates" / template).read_text()).render(values)
 
 

@@ -177,10 +177,13 @@ def test_the_service_running_another_binary_switches_the_same_one_does_not(run_m
     moved = run_module(rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service"))
     assert not moved.failed and moved.result["running"] == old and moved.result["switch"] is True
     assert moved.result["waits"] is False  # restarted by its role: no cutover asked
+    assert "check_unit" not in moved.result
     cutover = run_module(
-        rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service", cutover=True)
+        rpc_worker_binaries,
+        args(server, src, dest, service="llamarpc-rpc-worker.service", cutover=True, check_unit="c.service"),
     )
     assert cutover.result["switch"] is True and cutover.result["waits"] is True
+    assert cutover.result["check_unit"] == "c.service"  # the coordinator's cutover starts it; this module does not
     same = run_module(rpc_worker_binaries, {"server": old, "service": "llamarpc-rpc-worker.service", "cutover": True})
     assert not same.failed and same.result["switch"] is False and same.result["waits"] is False
     link = tmp_path / "current-ggml-rpc-server"

@@ -101,6 +101,17 @@ def test_the_drain_ends_on_two_idle_looks_in_a_row_with_keep_alive_connections_l
     assert seen == {"drained": True, "how": "idle", "connections": 3, "waited": 4.0}
 
 
+def test_idle_looks_must_span_the_idle_spacing_however_often_the_drain_looks():
+    """Looks every 0.02 s: the connections left count as idle only once looks 0.1 s apart found no slot busy, with no
+    busy look between them (a request read but not yet in a slot)."""
+    clock = Clock()
+    seen = gate.drain(lambda: 2, lambda: 0, 120, 0.02, clock=clock, sleep=clock.sleep)
+    assert seen["how"] == "idle" and gate.IDLE_SPACING <= seen["waited"] < gate.IDLE_SPACING + 0.05
+    clock, busy = Clock(), iter([0, 0, 0, 1] + [0] * 20)  # busy at the fourth look: the span starts again after it
+    seen = gate.drain(lambda: 2, lambda: next(busy), 120, 0.02, clock=clock, sleep=clock.sleep)
+    assert seen["how"] == "idle" and 0.08 + gate.IDLE_SPACING <= seen["waited"] < 0.08 + gate.IDLE_SPACING + 0.05
+
+
 def test_the_drain_gives_up_after_its_timeout_when_llama_server_does_not_say():
     clock = Clock()
     seen = gate.drain(lambda: 1, lambda: None, 10, 1.0, clock=clock, sleep=clock.sleep)

@@ -115,13 +115,15 @@ def test_a_client_that_never_lets_go_ends_the_wait_and_nothing_restarts(rpc_serv
 SYSTEMCTL = """import os, sys
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\\n")
-sys.exit(int(os.environ.get("FAKE_RC", "0")))
+failing = os.environ.get("FAKE_FAIL")
+sys.exit(1 if failing and failing in sys.argv else int(os.environ.get("FAKE_RC", "0")))
 """
 
 
 @pytest.fixture
 def systemctl(tmp_path, monkeypatch):
-    """A stand-in systemctl first on PATH: it records its arguments and exits with FAKE_RC."""
+    """A stand-in systemctl first on PATH: it records its arguments and exits with FAKE_RC (1 when FAKE_FAIL is one of
+    its arguments)."""
     script = tmp_path / "systemctl"
     script.write_text(f"#!{sys.executable}\n{SYSTEMCTL}", encoding="utf-8")
     script.chmod(0o755)
@@ -156,3 +158,22 @@ def test_check_mode_waits_for_nothing_and_restarts_nothing(run_module, systemctl
     args = {"endpoint": f"127.0.0.1:{closed_port}", "service": "w.service"}
     result = run_module(rpc_worker_cutover, args, check_mode=True)
     assert result.result["changed"] and systemctl() == []
+
+
+def test_the_cache_check_runs_before_anything_queues_and_its_failure_restarts_nothing(
+    run_module, systemctl, closed_port, tmp_path, monkeypatch
+):
+    armed = tmp_path / "armed"
+    args = {
+        "endpoint": f"127.0.0.1:{closed_port}", "service": "w.service", "armed_file": str(armed), "run_id": "t3",
+        "check_unit": "c.service",
+    }  # fmt: skip
+    result = run_module(rpc_worker_cutover, args)
+    assert not result.failed, result.result
+    assert [line.split()[-2:] for line in systemctl()] == [["start", "c.service"], ["restart", "w.service"]]
+
+    monkeypatch.setenv("FAKE_FAIL", "c.service")
+    result = run_module(rpc_worker_cutover, dict(args, run_id="t4"))
+    assert result.failed and "systemctl start c.service (the worker's cache check) failed" in result.result["msg"]
+    assert [line.split()[-2:] for line in systemctl()][2:] == [["start", "c.service"]]
+    assert armed.read_text().startswith("failed t4: systemctl start c.service")
