@@ -174,3 +174,29 @@ def test_the_units_verifier_removes_a_truncated_cache_file_before_the_start():
     journal = worker.check_output(f"journalctl -u {SERVICE} -n 200 --no-pager -o cat")
     assert f"{victim}: removed, its bytes hash to" in journal
     assert f"{len(names) - 1} file(s) verified, 1 removed, 0 not removable" in journal
+
+
+def test_a_restart_hashes_only_what_changed_since_the_last_check_and_the_cutovers_check_is_the_same():
+    """After the start above (which hashed every file the load had written and recorded them): a restart hashes none,
+    a file changed in place is hashed again and goes, and the cutover's oneshot check reads the same record."""
+    worker = lab(NON_COORDINATORS[0])
+    cache = "/var/cache/llamarpc/rpc-worker/rpc"
+    names = sorted(worker.check_output(f"find {cache} -type f -printf '%f\\n'").split())
+    assert len(names) >= 2, names
+    since = worker.check_output("date '+%Y-%m-%d %H:%M:%S'")
+    worker.check_output(f"systemctl restart {SERVICE}")
+    journal = worker.check_output(f"journalctl -u {SERVICE} --since '{since}' --no-pager -o cat")
+    assert f"{len(names)} file(s) verified, 0 removed, 0 not removable ({len(names)} of them unchanged" in journal
+    # A byte flipped in place, the size and modification time put back: only the change time tells.
+    victim = f"{cache}/{names[0]}"
+    flip = (
+        "import os, sys; p = sys.argv[1]; s = os.stat(p); f = open(p, 'r+b'); f.seek(4096); b = f.read(1); "
+        "f.seek(4096); f.write(bytes([b[0] ^ 1])); f.close(); os.utime(p, ns=(s.st_atime_ns, s.st_mtime_ns))"
+    )
+    worker.check_output(f'python3 -c "{flip}" {victim}')
+    since = worker.check_output("date '+%Y-%m-%d %H:%M:%S'")
+    worker.check_output(f"systemctl start {SERVICE}-cache-verify.service")
+    journal = worker.check_output(f"journalctl -u {SERVICE}-cache-verify.service --since '{since}' --no-pager -o cat")
+    assert f"{victim}: removed, its bytes hash to" in journal
+    kept = len(names) - 1
+    assert f"{kept} file(s) verified, 1 removed, 0 not removable ({kept} of them unchanged" in journal

@@ -169,7 +169,7 @@ def main(argv):
     good, removed, failed, unchanged = verify(args[0], hasher, record=options.get("--record"))
     print(
         f"tensor cache {args[0]}: {good} file(s) verified, {removed} removed, {failed} not removable"
-        f" ({good - unchanged} hashed, {unchanged} unchanged since found good this boot)"
+        f" ({unchanged} of them unchanged since found good this boot, not hashed again)"
     )
     return 1 if failed else 0
 
