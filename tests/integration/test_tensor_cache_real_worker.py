@@ -1,5 +1,5 @@
 """The worker's tensor cache on a real ggml-rpc-server (``-c``) and a real llama-server, started as the role's unit
-starts it: its ExecStartPre commands (verify, then prune) and its ExecStart, rendered from the role's template.
+starts it: its ExecStartPre (verify, then prune, in one process) and its ExecStart, rendered from the role's template.
 
 - A cache file truncated (a worker killed mid-write) or with one flipped bit is removed before the next start, and
   the next load gives the same greedy tokens as one process. The check of the check: started without the verifier,
@@ -108,10 +108,12 @@ class Unit:
         """ExecStartPre in order (each must succeed, as systemd requires), then ExecStart; ``verify=False`` leaves
         out the verifier, as a unit without it would."""
         self.pre_output = ""
-        for argv in worker_unit.commands(self.text, "ExecStartPre"):
-            if not verify and VERIFIER in argv:
-                continue
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        for pre in worker_unit.commands(self.text, "ExecStartPre"):
+            command = pre
+            if not verify and VERIFIER in pre:  # the pruner alone: its arguments follow the verifier's --
+                command = [pre[0], str(REPO / "roles/llama_rpc_worker/files/llamarpc_cache_prune.py")]
+                command += pre[pre.index("--") + 1 :]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
             assert done.returncode == 0, done.stdout + done.stderr
             self.pre_output += done.stdout
         (argv,) = worker_unit.commands(self.text, "ExecStart")

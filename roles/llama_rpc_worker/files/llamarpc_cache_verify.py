@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Remove every file of llama.cpp's RPC tensor cache that could serve wrong weights (run before the worker starts).
 
-Usage: llamarpc_cache_verify.py [--hasher PROGRAM] [--record FILE] DIRECTORY
+Usage: llamarpc_cache_verify.py [--hasher PROGRAM] [--record FILE] DIRECTORY [-- PRUNE_ARGUMENTS...]
 
 llama.cpp (ggml-rpc.cpp, protocol 7) names each cache file by the 64-bit FNV-1a hash of the tensor bytes it holds
 and never checks a file against its name when it serves it; it writes new files in place, so a worker killed
@@ -21,11 +21,15 @@ size, and modification and change times (no user sets a change time). A later ru
 in it or changed since, and writes it anew: a restart of the worker, or the check a llama.cpp cutover runs before its
 window, reads the whole cache once per boot and then only what llama.cpp or the seeding added. A missing or unreadable
 record means every file is hashed.
+
+After ``--``, the pruner (llamarpc_cache_prune.py, beside this file) runs in this process with PRUNE_ARGUMENTS once
+every bad entry is gone: the worker's start pays for one sandboxed Python start, not two.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -155,6 +159,10 @@ def verify(directory, hasher=None, log=print, record=None):
 
 def main(argv):
     args = argv[1:]
+    prune_args = None
+    if "--" in args:
+        prune_args = args[args.index("--") + 1 :]
+        args = args[: args.index("--")]
     options = {}
     while len(args) > 1 and args[0] in ("--hasher", "--record") and args[0] not in options:
         options[args[0]] = args[1]
@@ -169,9 +177,15 @@ def main(argv):
     good, removed, failed, unchanged = verify(args[0], hasher, record=options.get("--record"))
     print(
         f"tensor cache {args[0]}: {good} file(s) verified, {removed} removed, {failed} not removable"
-        f" ({unchanged} of them unchanged since found good this boot, not hashed again)"
+        f" ({unchanged} of them unchanged since found good this boot, not hashed again)",
+        flush=True,
     )
-    return 1 if failed else 0
+    if failed:
+        return 1
+    if prune_args is not None:
+        prune = importlib.import_module("llamarpc_cache_prune")
+        return prune.main(["llamarpc_cache_prune.py", *prune_args])
+    return 0
 
 
 if __name__ == "__main__":

@@ -219,3 +219,25 @@ def test_a_record_that_cannot_be_written_is_said_and_the_check_still_passes(tens
     assert f"tensor cache record {record}: not written" in out
     assert "1 file(s) verified, 0 removed, 0 not removable (0 of them unchanged" in out
     assert not list((tmp_path).glob("missing-directory*"))
+
+
+def test_after_a_double_dash_the_pruner_runs_in_the_same_process_once_the_cache_is_clean(tensor, tmp_path, capsys):
+    """The worker's one ExecStartPre: verify, then the pruner with the arguments after ``--`` (a cap of 0 bytes
+    here, so it removes the good file too); a bad file that cannot be removed stops it before the pruner."""
+    good = entry(tmp_path, tensor)
+    assert verify_mod.main(["verify", str(tmp_path), "--", str(tmp_path), "0"]) == 0
+    out = capsys.readouterr().out
+    assert "1 file(s) verified, 0 removed" in out and f"tensor cache {tmp_path}: removed 1 file(s)" in out
+    assert not good.exists()
+    assert verify_mod.main(["verify", str(tmp_path), "--", str(tmp_path), "not-a-number"]) == 2  # the pruner's usage
+
+
+def test_a_failed_verification_runs_no_pruner(monkeypatch, tensor, tmp_path, capsys):
+    (tmp_path / "0123456789abcdef").write_bytes(tensor)
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(verify_mod.os, "unlink", refuse)
+    assert verify_mod.main(["verify", str(tmp_path), "--", str(tmp_path), "0"]) == 1
+    assert "removed 0 file(s)" not in capsys.readouterr().out

@@ -34,9 +34,10 @@ def test_the_cache_is_verified_then_capped_before_every_start():
     # The plan's seeded tensors (the coordinator's keep-list) go last.
     prune += ["--keep", "/var/cache/llamarpc/rpc-worker/seeded-tensors"]
     record = ["--record", "/run/llamarpc-rpc-worker/cache-verified.json"]
-    assert pre == [[*verify, *hasher, *record, cache], prune]
+    # One process: the pruner's arguments after --.
+    assert pre == [[*verify, *hasher, *record, cache, "--", *prune[2:]]]
     slow = worker_unit.commands(worker_unit.render(llama_rpc_worker_cache_verify_fast=False), "ExecStartPre")
-    assert slow == [[*verify, *record, cache], prune]
+    assert slow == [[*verify, *record, cache, "--", *prune[2:]]]
     assert ("TimeoutStartSec", "30min") in worker_unit.directives(worker_unit.render())
 
 
@@ -51,8 +52,8 @@ def test_the_verifiers_record_outlives_a_restart_and_the_cutovers_check_is_the_s
     for unit in (worker, check):
         assert all(directive in unit for directive in kept), unit
         assert ("User", "llamarpc") in unit
-    first_pre = worker_unit.commands(worker_unit.render(), "ExecStartPre")[0]
-    assert worker_unit.commands(worker_unit.render("verify.service.j2"), "ExecStart") == [first_pre]
+    [pre] = worker_unit.commands(worker_unit.render(), "ExecStartPre")
+    assert worker_unit.commands(worker_unit.render("verify.service.j2"), "ExecStart") == [pre[: pre.index("--")]]
     assert ("Type", "oneshot") in check and ("TimeoutStartSec", "30min") in check
     no_cache = worker_unit.directives(worker_unit.render(llama_rpc_worker_cache=False))
     assert not [key for key, _value in no_cache if key.startswith("RuntimeDirectory")]
