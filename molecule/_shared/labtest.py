@@ -273,6 +273,27 @@ def wait_for(predicate, timeout=EVENTUALLY, interval=1.0):
     return value
 
 
+#: The exit status a command of ``systemctl_tried`` says "219/CGROUP" with.
+CGROUP_FAILURE = 219
+
+
+def systemctl_tried(host, action, unit, tries=3, delay=2.0):
+    """``systemctl ACTION UNIT`` on a lab host (testinfra), tried again, ``delay`` seconds apart, while it failed
+    because systemd could not put a new process in the unit's cgroup (219/CGROUP in the unit's journal since the
+    attempt: a loaded lab host, docs/development.md), as the roles' own starts are. The last attempt's result."""
+    command = (
+        f"since=$(date '+%Y-%m-%d %H:%M:%S'); systemctl {action} {unit} && exit 0; rc=$?; "
+        f"journalctl -u {unit} --since \"$since\" -o cat --no-pager | grep -q '219/CGROUP' && exit {CGROUP_FAILURE}; "
+        "exit $rc"
+    )
+    for attempt in range(tries):
+        result = host.run(command)
+        if result.rc != CGROUP_FAILURE or attempt == tries - 1:
+            return result
+        time.sleep(delay)
+    return result
+
+
 def inventory_hosts():
     """Inventory name -> that host's variables (ansible_host, ...), as the lab role wrote them."""
     import yaml  # noqa: PLC0415 - only the tests that read the inventory need it

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from labtest import REPO, address, lab, recap, run_ansible
+from labtest import REPO, address, lab, recap, run_ansible, systemctl_tried
 
 from ansible_collections.llamarpc.cluster.plugins.module_utils import _paths
 
@@ -177,7 +177,8 @@ def test_the_prune_timer_keeps_the_cap_and_the_plans_seeded_tensors(loads):
     try:
         before = cache()
         assert sum(before.values()) > cap and set(kept) <= set(before), before
-        worker.run_expect([0], f"systemctl start {PRUNE}.service")
+        started = systemctl_tried(worker, "start", f"{PRUNE}.service")
+        assert started.rc == 0, started.stderr
         after = cache()
         result = worker.check_output(f"systemctl show -p Result --value {PRUNE}.service")
     finally:

@@ -8,7 +8,7 @@ import sys
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
-from labtest import INVENTORY, REPO, http_command, lab, wait_for
+from labtest import INVENTORY, REPO, http_command, lab, systemctl_tried, wait_for
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 WORKERS = RUNNER.get_hosts("rpc_workers")
@@ -184,7 +184,8 @@ def test_a_restart_hashes_only_what_changed_since_the_last_check_and_the_cutover
     names = sorted(worker.check_output(f"find {cache} -type f -printf '%f\\n'").split())
     assert len(names) >= 2, names
     since = worker.check_output("date '+%Y-%m-%d %H:%M:%S'")
-    worker.check_output(f"systemctl restart {SERVICE}")
+    restarted = systemctl_tried(worker, "restart", SERVICE)
+    assert restarted.rc == 0, restarted.stderr
     journal = worker.check_output(f"journalctl -u {SERVICE} --since '{since}' --no-pager -o cat")
     assert f"{len(names)} file(s) verified, 0 removed, 0 not removable ({len(names)} of them unchanged" in journal
     # A byte flipped in place, the size and modification time put back: only the change time tells.
@@ -195,7 +196,8 @@ def test_a_restart_hashes_only_what_changed_since_the_last_check_and_the_cutover
     )
     worker.check_output(f'python3 -c "{flip}" {victim}')
     since = worker.check_output("date '+%Y-%m-%d %H:%M:%S'")
-    worker.check_output(f"systemctl start {SERVICE}-cache-verify.service")
+    checked = systemctl_tried(worker, "start", f"{SERVICE}-cache-verify.service")
+    assert checked.rc == 0, checked.stderr
     journal = worker.check_output(f"journalctl -u {SERVICE}-cache-verify.service --since '{since}' --no-pager -o cat")
     assert f"{victim}: removed, its bytes hash to" in journal
     kept = len(names) - 1
