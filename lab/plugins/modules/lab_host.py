@@ -88,9 +88,10 @@ options:
     description: Public key allowed to log in as O(admin_user). Required when O(state=running).
     type: str
   boot_timeout:
-    description: Seconds to wait for SSH to answer after start.
+    description: Seconds to wait for SSH to answer after start (returns as soon as it does; fails at once when the
+      host's nspawn process is gone).
     type: int
-    default: 90
+    default: 600
   apt_sources:
     description:
       - The host's only apt source (deb822), written to C(/etc/apt/sources.list.d/llamarpc-lab.sources), is
@@ -168,7 +169,7 @@ def main():
             "bandwidth": {"type": "int", "default": 0},
             "admin_user": {"type": "str", "default": "lab"},
             "authorized_key": {"type": "str", "no_log": False},
-            "boot_timeout": {"type": "int", "default": 90},
+            "boot_timeout": {"type": "int", "default": 600},
             "apt_sources": {"type": "str"},
         },
         required_if=[("state", "running", ["image", "netns", "veth", "bridge", "address", "authorized_key"])],
