@@ -41,7 +41,8 @@ options:
     type: str
     required: true
   timeout:
-    description: Seconds to wait for the worker's client to let go of it.
+    description: Seconds to wait for the worker's client to let go of it, the O(check_unit) run included (a module
+      run never outlasts it by more than the restart, so an C(async) of O(timeout) and a minute holds).
     type: int
     default: 600
   armed_file:

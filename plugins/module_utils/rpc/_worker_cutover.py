@@ -127,6 +127,9 @@ def run_module(module):
     def restart():
         return tried(systemctl, "restart", service, RESTART_RETRIES, RESTART_DELAY)
 
+    # ``timeout`` bounds the check and the wait together: the play's async budget is ``timeout`` and a minute, and a
+    # job ended by it after ``armed`` would leave the old worker released and not restarted.
+    started = time.monotonic()
     if p["check_unit"]:
         rc, _out, err = systemctl.run("start", p["check_unit"])
         if rc != 0:
@@ -134,9 +137,15 @@ def run_module(module):
             msg += "; nothing restarted"
             _say(path, "failed", run_id, msg)
             module.fail_json(msg=msg)
+    remaining = p["timeout"] - (time.monotonic() - started)
+    if remaining <= 0:
+        msg = f"the worker's cache check ({p['check_unit']}) took longer than the {p['timeout']} s timeout"
+        msg += "; nothing queued or restarted"
+        _say(path, "failed", run_id, msg)
+        module.fail_json(msg=msg)
     try:
         waited, protocol, (rc, tries, said) = restart_when_released(
-            p["endpoint"], restart, p["timeout"], lambda: _say(path, "armed", run_id)
+            p["endpoint"], restart, remaining, lambda: _say(path, "armed", run_id)
         )
     except (NotReleased, rpc._Verdict, ValueError) as exc:
         _say(path, "failed", run_id, str(exc))

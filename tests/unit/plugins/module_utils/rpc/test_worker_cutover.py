@@ -115,6 +115,8 @@ def test_a_client_that_never_lets_go_ends_the_wait_and_nothing_restarts(rpc_serv
 SYSTEMCTL = """import os, sys
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\\n")
+import time
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
 failing = os.environ.get("FAKE_FAIL")
 sys.exit(1 if failing and failing in sys.argv else int(os.environ.get("FAKE_RC", "0")))
 """
@@ -177,3 +179,19 @@ def test_the_cache_check_runs_before_anything_queues_and_its_failure_restarts_no
     assert result.failed and "systemctl start c.service (the worker's cache check) failed" in result.result["msg"]
     assert [line.split()[-2:] for line in systemctl()][2:] == [["start", "c.service"]]
     assert armed.read_text().startswith("failed t4: systemctl start c.service")
+
+
+def test_a_cache_check_longer_than_the_timeout_queues_nothing_and_restarts_nothing(
+    run_module, systemctl, closed_port, tmp_path, monkeypatch
+):
+    """The timeout bounds the check and the wait together (the play's async budget is the timeout and a minute)."""
+    monkeypatch.setenv("FAKE_SLEEP", "1.2")
+    armed = tmp_path / "armed"
+    args = {
+        "endpoint": f"127.0.0.1:{closed_port}", "service": "w.service", "armed_file": str(armed), "run_id": "t5",
+        "check_unit": "c.service", "timeout": 1,
+    }  # fmt: skip
+    result = run_module(rpc_worker_cutover, args)
+    assert result.failed and "took longer than the 1 s timeout" in result.result["msg"]
+    assert [line.split()[-2:] for line in systemctl()] == [["start", "c.service"]]
+    assert armed.read_text().startswith("failed t5: the worker's cache check")
