@@ -75,9 +75,10 @@ def post_json(url, body, timeout):
         return json.loads(reply.read().decode("utf-8"))
 
 
-def wait_ready(worker, port):
-    """Until the worker answers HELLO (the probe closes abortively, so polling cannot hurt it)."""
-    deadline = time.monotonic() + 120
+def wait_ready(worker, port, timeout=120):
+    """Until the worker answers HELLO (the probe closes abortively, so polling cannot hurt it); ``timeout`` bounds
+    the wait (it ends as soon as the worker answers, or fails as soon as it exits)."""
+    deadline = time.monotonic() + timeout
     while rpc.probe(LOOPBACK, port, timeout=5, connect_timeout=2).state != rpc.STATE_READY:
         assert worker.proc.poll() is None, worker.log.read_text(errors="replace")[-3000:]
         assert time.monotonic() < deadline, "the RPC worker did not answer HELLO"

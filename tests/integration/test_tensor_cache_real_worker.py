@@ -1,5 +1,6 @@
 """The worker's tensor cache on a real ggml-rpc-server (``-c``) and a real llama-server, started as the role's unit
-starts it: its ExecStartPre (verify, then prune, in one process) and its ExecStart, rendered from the role's template.
+starts it: its ExecStart (verify, then prune, then exec the RPC server, in one process), rendered from the role's
+template.
 
 - A cache file truncated (a worker killed mid-write) or with one flipped bit is removed before the next start, and
   the next load gives the same greedy tokens as one process. The check of the check: started without the verifier,
@@ -105,21 +106,25 @@ class Unit:
         self.pre_output = ""
 
     def start(self, verify=True):
-        """ExecStartPre in order (each must succeed, as systemd requires), then ExecStart; ``verify=False`` leaves
-        out the verifier, as a unit without it would."""
+        """The unit's ExecStart: the verifier and the pruner, then (``--exec``) the RPC server in the same process;
+        ``verify=False`` runs the pruner alone and then the RPC server, as a unit without the verifier would."""
+        (argv,) = worker_unit.commands(self.text, "ExecStart")
+        server = argv[argv.index("--exec") + 1 :]
+        assert "-c" in server
         self.pre_output = ""
-        for pre in worker_unit.commands(self.text, "ExecStartPre"):
-            command = pre
-            if not verify and VERIFIER in pre:  # the pruner alone: its arguments follow the verifier's --
-                command = [pre[0], str(REPO / "roles/llama_rpc_worker/files/llamarpc_cache_prune.py")]
-                command += pre[pre.index("--") + 1 :]
+        if not verify:  # the pruner alone: its arguments follow the verifier's --, up to --exec
+            command = [argv[0], str(REPO / "roles/llama_rpc_worker/files/llamarpc_cache_prune.py")]
+            command += argv[argv.index("--") + 1 : argv.index("--exec")]
             done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
             assert done.returncode == 0, done.stdout + done.stderr
-            self.pre_output += done.stdout
-        (argv,) = worker_unit.commands(self.text, "ExecStart")
-        assert "-c" in argv
+            self.pre_output = done.stdout
+            argv = server
         self.worker = identity.Process(argv, self.workdir, "worker")
-        identity.wait_ready(self.worker, self.port)
+        identity.wait_ready(self.worker, self.port, timeout=600)
+        # The process that answers is the one started: the verifier became the RPC server.
+        assert os.readlink(f"/proc/{self.worker.proc.pid}/exe") == os.path.realpath(server[0])
+        if verify:
+            self.pre_output = self.worker.log.read_text(errors="replace")
 
     def stop(self):
         if self.worker:

@@ -160,7 +160,7 @@ def large_offloaded_tensor_bytes():
 
 
 def test_the_units_verifier_removes_a_truncated_cache_file_before_the_start():
-    """After the load above: the hardened unit's ExecStartPre (as the worker's user, in its sandbox, with the helper
+    """After the load above: the hardened unit's start (as the worker's user, in its sandbox, with the helper
     the role built) removes a cache file cut short by 4 KiB, and keeps the others."""
     worker = lab(NON_COORDINATORS[0])
     cache = "/var/cache/llamarpc/rpc-worker/rpc"
@@ -188,6 +188,9 @@ def test_a_restart_hashes_only_what_changed_since_the_last_check_and_the_cutover
     assert restarted.rc == 0, restarted.stderr
     journal = worker.check_output(f"journalctl -u {SERVICE} --since '{since}' --no-pager -o cat")
     assert f"{len(names)} file(s) verified, 0 removed, 0 not removable ({len(names)} of them unchanged" in journal
+    # One process: the verifier told systemd it was ready, then became the RPC server (the service's main PID).
+    pid = worker.check_output(f"systemctl show -p MainPID --value {SERVICE}")
+    assert worker.check_output(f"readlink /proc/{pid}/exe").endswith("/ggml-rpc-server")
     # A byte flipped in place, the size and modification time put back: only the change time tells.
     victim = f"{cache}/{names[0]}"
     flip = (

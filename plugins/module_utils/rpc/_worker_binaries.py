@@ -112,13 +112,15 @@ def prove_helper(module, helper):
 
 def running_binary(module, service, proc="/proc"):
     """The executable the main process of ``service`` runs now (``<proc>/<MainPID>/exe``, `` (deleted)`` dropped);
-    empty when the service has no main process or systemd cannot be asked."""
+    empty when the service is not active (a worker still checking its tensor cache runs the verifier, not its RPC
+    server, and serves nobody yet), has no main process, or systemd cannot be asked."""
     systemctl = _systemd.Systemctl(module)
     if not systemctl.available:
         return ""
-    rc, out, _err = systemctl.run("show", "--property=MainPID", "--", service)
-    pid = _systemd.parse_properties(out).get("MainPID", "0") if rc == 0 else "0"
-    if not pid.isdigit() or pid == "0":
+    rc, out, _err = systemctl.run("show", "--property=ActiveState", "--property=MainPID", "--", service)
+    properties = _systemd.parse_properties(out) if rc == 0 else {}
+    pid = properties.get("MainPID", "0")
+    if properties.get("ActiveState") != "active" or not pid.isdigit() or pid == "0":
         return ""
     try:
         return os.readlink(os.path.join(proc, pid, "exe")).removesuffix(" (deleted)")

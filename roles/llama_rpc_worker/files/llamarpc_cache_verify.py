@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Remove every file of llama.cpp's RPC tensor cache that could serve wrong weights (run before the worker starts).
 
-Usage: llamarpc_cache_verify.py [--hasher PROGRAM] [--record FILE] DIRECTORY [-- PRUNE_ARGUMENTS...]
+Usage: llamarpc_cache_verify.py [--hasher PROGRAM] [--record FILE] DIRECTORY [-- PRUNE_ARGS...] [--exec COMMAND...]
 
 llama.cpp (ggml-rpc.cpp, protocol 7) names each cache file by the 64-bit FNV-1a hash of the tensor bytes it holds
 and never checks a file against its name when it serves it; it writes new files in place, so a worker killed
@@ -22,8 +22,13 @@ in it or changed since, and writes it anew: a restart of the worker, or the chec
 window, reads the whole cache once per boot and then only what llama.cpp or the seeding added. A missing or unreadable
 record means every file is hashed.
 
-After ``--``, the pruner (llamarpc_cache_prune.py, beside this file) runs in this process with PRUNE_ARGUMENTS once
+After ``--``, the pruner (llamarpc_cache_prune.py, beside this file) runs in this process with PRUNE_ARGS once
 every bad entry is gone: the worker's start pays for one sandboxed Python start, not two.
+
+With ``--exec``, once the check (and the pruner) succeeded, this process tells systemd it is ready (``READY=1`` to
+``$NOTIFY_SOCKET``, when set: the worker's unit is ``Type=notify``) and becomes COMMAND, the RPC server: the worker's
+start then pays for one sandbox, not two (systemd builds the sandbox anew for each process it starts, about 0.1 s on
+a small host), and its restart in a llama.cpp cutover's window is that much shorter. Nothing is run after a failure.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import contextlib
 import importlib
 import json
 import os
+import socket
 import sys
 
 # The collection's FNV-1a (plugins/module_utils/tensor_cache/_fnv1a.py): installed beside this file by the role; in the
@@ -157,8 +163,29 @@ def verify(directory, hasher=None, log=print, record=None):
     return len(good), removed, failed, unchanged
 
 
-def main(argv):
+def notify_ready(environ=os.environ):
+    """``READY=1`` to systemd's notification socket (``$NOTIFY_SOCKET``; ``@`` names an abstract socket); nothing
+    when it is not set (run by hand). Returns whether it was sent."""
+    target = environ.get("NOTIFY_SOCKET", "")
+    if not target:
+        return False
+    if target.startswith("@"):
+        target = "\0" + target[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.connect(target)
+        sock.sendall(b"READY=1")
+    return True
+
+
+def main(argv, execv=os.execv):
     args = argv[1:]
+    command = None
+    if "--exec" in args:
+        command = args[args.index("--exec") + 1 :]
+        args = args[: args.index("--exec")]
+        if not command:
+            print("--exec needs a command", file=sys.stderr)
+            return 2
     prune_args = None
     if "--" in args:
         prune_args = args[args.index("--") + 1 :]
@@ -184,7 +211,14 @@ def main(argv):
         return 1
     if prune_args is not None:
         prune = importlib.import_module("llamarpc_cache_prune")
-        return prune.main(["llamarpc_cache_prune.py", *prune_args])
+        rc = prune.main(["llamarpc_cache_prune.py", *prune_args])
+        if rc:
+            return rc
+    if command:
+        notify_ready()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        execv(command[0], command)
     return 0
 
 

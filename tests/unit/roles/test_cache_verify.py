@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -222,7 +223,7 @@ def test_a_record_that_cannot_be_written_is_said_and_the_check_still_passes(tens
 
 
 def test_after_a_double_dash_the_pruner_runs_in_the_same_process_once_the_cache_is_clean(tensor, tmp_path, capsys):
-    """The worker's one ExecStartPre: verify, then the pruner with the arguments after ``--`` (a cap of 0 bytes
+    """The worker's start: verify, then the pruner with the arguments after ``--`` (a cap of 0 bytes
     here, so it removes the good file too); a bad file that cannot be removed stops it before the pruner."""
     good = entry(tmp_path, tensor)
     assert verify_mod.main(["verify", str(tmp_path), "--", str(tmp_path), "0"]) == 0
@@ -241,3 +242,51 @@ def test_a_failed_verification_runs_no_pruner(monkeypatch, tensor, tmp_path, cap
     monkeypatch.setattr(verify_mod.os, "unlink", refuse)
     assert verify_mod.main(["verify", str(tmp_path), "--", str(tmp_path), "0"]) == 1
     assert "removed 0 file(s)" not in capsys.readouterr().out
+
+
+def test_with_exec_a_clean_cache_tells_systemd_it_is_ready_then_becomes_the_command(tensor, tmp_path, monkeypatch):
+    """The worker's start in one sandboxed process: verify, prune, ``READY=1`` on systemd's socket, then exec the RPC
+    server (its argv as given); a failed prune or a bad file that cannot be removed sends nothing and execs nothing."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    entry(cache, tensor)
+    notify = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify))
+        listener.settimeout(5)
+        monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
+        execs = []
+        command = ["/opt/llama/bin/rpc-server", "-H", "10.0.0.2", "-p", "50052", "-c"]
+        argv = ["verify", str(cache), "--", str(cache), "20000000000", "--exec", *command]
+        assert verify_mod.main(argv, execv=lambda path, args: execs.append((path, args))) == 0
+        assert execs == [(command[0], command)]
+        assert listener.recv(64) == b"READY=1"
+
+        execs.clear()
+        failing = ["verify", str(cache), "--", str(cache), "not-a-number", "--exec", *command]
+        assert verify_mod.main(failing, execv=lambda path, args: execs.append((path, args))) == 2
+        monkeypatch.setattr(verify_mod.os, "unlink", lambda path: (_ for _ in ()).throw(PermissionError(13, "no")))
+        (cache / "0123456789abcdef").write_bytes(tensor)  # a bad file that cannot go
+        assert verify_mod.main(["verify", str(cache), "--exec", *command], execv=execs.append) == 1
+        assert execs == []
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.recv(64)
+
+
+def test_exec_without_a_command_is_a_usage_error_and_without_notify_socket_nothing_is_sent(tmp_path, monkeypatch):
+    assert verify_mod.main(["verify", str(tmp_path), "--exec"], execv=lambda *a: pytest.fail("exec")) == 2
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert verify_mod.notify_ready() is False
+    execs = []
+    assert verify_mod.main(["verify", str(tmp_path), "--exec", "/bin/true"], execv=lambda *a: execs.append(a)) == 0
+    assert execs == [("/bin/true", ["/bin/true"])]
+
+
+def test_an_abstract_notify_socket_is_reached_by_its_name(monkeypatch):
+    name = f"llamarpc-verify-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind("\0" + name)
+        listener.settimeout(5)
+        assert verify_mod.notify_ready({"NOTIFY_SOCKET": "@" + name}) is True
+        assert listener.recv(64) == b"READY=1"

@@ -149,7 +149,8 @@ def test_a_source_without_a_destination_is_refused(run_module, bins):
 @pytest.fixture
 def running(tmp_path, monkeypatch):
     """A copy of sleep(1) running as the worker's old RPC server, and a systemctl on PATH that names its PID as the
-    service's MainPID (``set_pid(0)``: the service does not run)."""
+    service's MainPID (``set_pid(0)``: the service does not run) and the service's ActiveState (the file's second
+    word; ``set_pid(pid, "activating")``: a start still checking the cache)."""
     old = tmp_path / "old" / "bin" / "ggml-rpc-server"
     old.parent.mkdir(parents=True)
     shutil.copy(shutil.which("sleep"), old)
@@ -157,11 +158,14 @@ def running(tmp_path, monkeypatch):
     tools = tmp_path / "tools"
     tools.mkdir()
     pid_file = tmp_path / "main-pid"
-    script(tools / "systemctl", f'print("MainPID=" + open({str(pid_file)!r}).read())\n')
+    script(
+        tools / "systemctl",
+        f'pid, state = open({str(pid_file)!r}).read().split()\nprint(f"ActiveState={{state}}\\nMainPID={{pid}}")\n',
+    )
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
 
-    def set_pid(pid):
-        pid_file.write_text(str(pid), encoding="utf-8")
+    def set_pid(pid, state="active"):
+        pid_file.write_text(f"{pid} {state}", encoding="utf-8")
 
     set_pid(proc.pid)
     yield str(old), set_pid
@@ -190,7 +194,12 @@ def test_the_service_running_another_binary_switches_the_same_one_does_not(run_m
     link.symlink_to(old)
     linked = run_module(rpc_worker_binaries, {"server": str(link), "service": "llamarpc-rpc-worker.service"})
     assert not linked.failed and linked.result["switch"] is False
-    set_pid(0)
+    # A start that still checks the cache: its main process is the verifier, which becomes the RPC server only once
+    # the cache is clean; nothing serves, so nothing switches.
+    set_pid(os.getpid(), "activating")
+    checking = run_module(rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service"))
+    assert not checking.failed and checking.result["running"] == "" and checking.result["switch"] is False
+    set_pid(0, "inactive")
     idle = run_module(rpc_worker_binaries, args(server, src, dest, service="llamarpc-rpc-worker.service"))
     assert not idle.failed and idle.result["running"] == "" and idle.result["switch"] is False
     # Without the service nothing is asked.
