@@ -216,6 +216,7 @@ def main(argv, execv=os.execv):
             return rc
     if command:
         notify_ready()
+        os.environ.pop("NOTIFY_SOCKET", None)  # the RPC server has nothing more to tell systemd
         sys.stdout.flush()
         sys.stderr.flush()
         execv(command[0], command)

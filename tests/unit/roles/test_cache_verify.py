@@ -261,6 +261,8 @@ def test_with_exec_a_clean_cache_tells_systemd_it_is_ready_then_becomes_the_comm
         assert verify_mod.main(argv, execv=lambda path, args: execs.append((path, args))) == 0
         assert execs == [(command[0], command)]
         assert listener.recv(64) == b"READY=1"
+        assert "NOTIFY_SOCKET" not in os.environ  # not handed on to the RPC server
+        monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
 
         execs.clear()
         failing = ["verify", str(cache), "--", str(cache), "not-a-number", "--exec", *command]
