@@ -1,41 +1,47 @@
-"""Day 2's restart.yml (README): the workers restarted one at a time, then llama-server, and serving after.
+"""Day 2's restart.yml (README): llama-server and every worker of its plan restart in one gated window - each worker
+the moment llama-server lets go of it - and a client through it gets only answers and 503s with Retry-After.
 
 The lab hosts share the controller's kernel, so systemd's monotonic timestamps of units on different hosts compare."""
 
 from __future__ import annotations
 
-import itertools
-
-from clusterlib import main_pid, serving
+from clusterlib import client, deployed_plan, main_pid, serving, started_at, through_switch
 from labtest import REPO, inventory_hosts, lab, run_ansible
 
 WORKER = "llamarpc-rpc-worker.service"
 SERVER = "llamarpc-server.service"
 
 
-def _stopped_started(host, unit):
-    """(when the unit last stopped, when it last became active), in microseconds of the kernel's monotonic clock."""
-    out = host.run_expect(
-        [0], f"systemctl show -p InactiveEnterTimestampMonotonic -p ActiveEnterTimestampMonotonic {unit}"
-    ).stdout
+def _times(host, unit, *names):
+    """systemd's ``<name>TimestampMonotonic`` of ``unit`` for each name, in microseconds of the kernel's clock."""
+    props = " ".join(f"-p {name}TimestampMonotonic" for name in names)
+    out = host.run_expect([0], f"systemctl show {props} {unit}").stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    return int(values["InactiveEnterTimestampMonotonic"]), int(values["ActiveEnterTimestampMonotonic"])
+    return tuple(int(values[f"{name}TimestampMonotonic"]) for name in names)
 
 
-def test_restart_restarts_every_worker_one_at_a_time_then_llama_server():
+def test_restart_restarts_the_plans_workers_inside_llama_servers_gated_restart():
+    """Every planned worker restarts after llama-server stopped and before it started again (llama-server's start
+    waits for their HELLO); a worker outside the plan restarts too (nothing holds it); clients meet 503s with
+    Retry-After and answers, no refused or dropped request."""
     hosts = sorted(inventory_hosts())
+    planned = sorted(worker["name"] for worker in deployed_plan()["plan"]["workers"])
+    assert planned, deployed_plan()
     before = {name: main_pid(lab(name), WORKER) for name in hosts}
     server_before = main_pid(lab("node1"), SERVER)
-    result = run_ansible("ansible-playbook", REPO / "playbooks" / "restart.yml", timeout=1800)
+    with client(pause=0.2) as answers:
+        result = run_ansible("ansible-playbook", REPO / "playbooks" / "restart.yml", timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:]
     after = {name: main_pid(lab(name), WORKER) for name in hosts}
     assert [name for name in hosts if after[name] in (before[name], "0")] == [], (before, after)
-    times = {name: _stopped_started(lab(name), WORKER) for name in hosts}
-    order = sorted(hosts, key=lambda name: times[name][0])
-    # One at a time: each worker stopped only after the one before it was running again.
-    overlapping = [(a, b) for a, b in itertools.pairwise(order) if times[b][0] < times[a][1]]
-    assert overlapping == [], times
-    server_started = _stopped_started(lab("node1"), SERVER)[1]
     assert main_pid(lab("node1"), SERVER) not in (server_before, "0")
-    assert server_started > max(started for _stopped, started in times.values()), (server_started, times)
+    # In causal order, not by timing: llama-server's stop began (ActiveExit) before it let go of any worker, so before
+    # a worker's old process stopped (InactiveEnter); a worker's new main process (ExecMainStart: the cache check that
+    # becomes the RPC server) began before it could answer the HELLO that llama-server's start waits for, so before
+    # llama-server became active again (ActiveEnter).
+    stop_began, active_again = _times(lab("node1"), SERVER, "ActiveExit", "ActiveEnter")
+    times = {name: _times(lab(name), WORKER, "InactiveEnter", "ExecMainStart") for name in planned}
+    outside = {name: t for name, t in times.items() if not stop_began <= t[0] <= t[1] <= active_again}
+    assert outside == {}, (stop_began, active_again, times)
+    assert through_switch(answers, started_at(lab("node1"), SERVER)) == []
     assert serving()
