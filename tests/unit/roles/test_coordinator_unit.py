@@ -118,7 +118,8 @@ def test_the_gate_runs_as_llama_servers_user_without_privileges():
 def test_the_restart_is_gated_and_the_gate_always_goes():
     """The handler restarts llama-server behind the gate in one module run, a llama.cpp cutover too: the switching
     workers' waits are queued (and said armed) before the handlers run, and collected after; a block's `always` closes
-    the gate whatever happened, in service.yml and in the restart entry point."""
+    the gate whatever happened, in service.yml and in the restart entry point, which queues the same waits (one task
+    file for both) for the workers that left their restart to it."""
     handlers = {task["name"]: task for task in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())}
     gated = handlers["Restart llama-server behind the gate until it serves"]["llamarpc.cluster.llama_server_gate"]
     assert gated["state"] == "restarted" and gated["server_unit"] == "{{ llama_coordinator_service }}.service"
@@ -127,23 +128,34 @@ def test_the_restart_is_gated_and_the_gate_always_goes():
     names = [task["name"] for task in block["block"]]
     assert names.index("Cutover to the new llama.cpp") < names.index("Apply unit and plan changes before (re)starting")
     [cutover] = [task for task in block["block"] if task["name"] == "Cutover to the new llama.cpp"]
-    modules = [
-        next(key for key in task if key.startswith("ansible.") or key.startswith("llamarpc."))
-        for task in cutover["block"]
-    ]
+    arm, notify = cutover["block"]
+    assert arm["ansible.builtin.import_tasks"] == "cutover_arm.yml"
+    assert arm["vars"]["_llama_coordinator_cutover_from"] == "llama_rpc_worker_binaries"
+    assert notify["notify"] == "llama_coordinator restart" and notify["changed_when"] is True
+    armed = yaml.safe_load((ROLE / "tasks" / "cutover_arm.yml").read_text())
+    modules = [next(key for key in task if key.startswith(("ansible.", "llamarpc."))) for task in armed]
     assert modules == [
         "ansible.builtin.systemd_service", "ansible.builtin.set_fact", "llamarpc.cluster.rpc_worker_cutover",
         "ansible.builtin.wait_for",
     ]  # fmt: skip
-    waits = cutover["block"][2]
-    assert waits["poll"] == 0 and waits["notify"] == "llama_coordinator restart" and "delegate_to" in waits
-    collect = [task for task in block["block"] if "ansible.builtin.async_status" in task]
+    waits = armed[2]
+    assert waits["poll"] == 0 and "notify" not in waits and "delegate_to" in waits
+    collect = [task for task in block["block"] if task.get("ansible.builtin.import_tasks") == "cutover_collect.yml"]
     assert len(collect) == 1 and names.index(collect[0]["name"]) > names.index(
         "Apply unit and plan changes before (re)starting"
     )
+    [status] = yaml.safe_load((ROLE / "tasks" / "cutover_collect.yml").read_text())
+    assert "ansible.builtin.async_status" in status
     [close] = block["always"]
     assert close["llamarpc.cluster.llama_server_gate"]["state"] == "closed" and "when" not in close
     restart = yaml.safe_load((ROLE / "tasks" / "restart.yml").read_text())
     [block] = [task for task in restart if "block" in task]
-    assert block["block"][0]["llamarpc.cluster.llama_server_gate"]["state"] == "restarted"
-    assert [task["llamarpc.cluster.llama_server_gate"]["state"] for task in block["always"]] == ["closed"]
+    steps = [next(key for key in task if key.startswith(("ansible.", "llamarpc."))) for task in block["block"]]
+    gate = steps.index("llamarpc.cluster.llama_server_gate")
+    assert block["block"][gate]["llamarpc.cluster.llama_server_gate"]["state"] == "restarted"
+    arm = steps.index("ansible.builtin.import_tasks")
+    assert block["block"][arm]["ansible.builtin.import_tasks"] == "cutover_arm.yml" and arm < gate
+    assert block["block"][-1]["ansible.builtin.import_tasks"] == "cutover_collect.yml"
+    close, timer = block["always"]
+    assert close["llamarpc.cluster.llama_server_gate"]["state"] == "closed" and "when" not in close
+    assert timer["ansible.builtin.systemd_service"]["state"] == "started"
