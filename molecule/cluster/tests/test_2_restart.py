@@ -6,7 +6,7 @@ The lab hosts share the controller's kernel, so systemd's monotonic timestamps o
 from __future__ import annotations
 
 from clusterlib import client, deployed_plan, main_pid, serving, started_at, through_switch
-from labtest import REPO, inventory_hosts, lab, run_ansible
+from labtest import REPO, inventory_hosts, lab, run_ansible, wait_for
 
 WORKER = "llamarpc-rpc-worker.service"
 SERVER = "llamarpc-server.service"
@@ -31,6 +31,9 @@ def test_restart_restarts_the_plans_workers_inside_llama_servers_gated_restart()
     server_before = main_pid(lab("node1"), SERVER)
     with client(pause=0.2) as answers:
         result = run_ansible("ansible-playbook", REPO / "playbooks" / "restart.yml", timeout=1800)
+        if result.returncode == 0:  # the client goes on until a completion asked after the restart came back
+            restarted = started_at(lab("node1"), SERVER)
+            wait_for(lambda: any(a[0] == 200 and a[3] > restarted for a in list(answers)), interval=0.5)
     assert result.returncode == 0, result.stdout[-3000:]
     after = {name: main_pid(lab(name), WORKER) for name in hosts}
     assert [name for name in hosts if after[name] in (before[name], "0")] == [], (before, after)
