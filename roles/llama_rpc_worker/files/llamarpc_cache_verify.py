@@ -163,10 +163,10 @@ def verify(directory, hasher=None, log=print, record=None):
     return len(good), removed, failed, unchanged
 
 
-def notify_ready(environ=os.environ):
-    """``READY=1`` to systemd's notification socket (``$NOTIFY_SOCKET``; ``@`` names an abstract socket); nothing
-    when it is not set (run by hand). Returns whether it was sent."""
-    target = environ.get("NOTIFY_SOCKET", "")
+def notify_ready(environ=None):
+    """``READY=1`` to systemd's notification socket (``$NOTIFY_SOCKET`` of ``environ``, this process's environment by
+    default; ``@`` names an abstract socket); nothing when it is not set (run by hand). Returns whether it was sent."""
+    target = (os.environ if environ is None else environ).get("NOTIFY_SOCKET", "")
     if not target:
         return False
     if target.startswith("@"):

@@ -267,7 +267,11 @@ def test_with_exec_a_clean_cache_tells_systemd_it_is_ready_then_becomes_the_comm
         execs.clear()
         failing = ["verify", str(cache), "--", str(cache), "not-a-number", "--exec", *command]
         assert verify_mod.main(failing, execv=lambda path, args: execs.append((path, args))) == 2
-        monkeypatch.setattr(verify_mod.os, "unlink", lambda path: (_ for _ in ()).throw(PermissionError(13, "no")))
+
+        def refuse(path):
+            raise PermissionError(13, "Permission denied", path)
+
+        monkeypatch.setattr(verify_mod.os, "unlink", refuse)
         (cache / "0123456789abcdef").write_bytes(tensor)  # a bad file that cannot go
         assert verify_mod.main(["verify", str(cache), "--exec", *command], execv=execs.append) == 1
         assert execs == []
