@@ -37,8 +37,9 @@ def test_check_mode_shows_the_units_and_both_plans(check_run):
     out = check_run["stdout"]
     # The diff of the worker's unit file (a new file, written by managed_files: the header names the destination).
     assert re.search(r"^\+\+\+ after: /etc/systemd/system/llamarpc-rpc-worker\.service$", out, re.MULTILINE)
-    # One flag per line: the binary, then "-H ADDRESS" on the next line of the diff.
-    assert re.search(r"^\+ExecStart=/opt/llamarpc/llama\.cpp/\w+/bin/ggml-rpc-server \\\n\+\s+-H ", out, re.MULTILINE)
+    # One flag per line: the RPC server the cache check becomes (--exec), then "-H ADDRESS" on the next diff line.
+    server = r"^\+\s+--exec /opt/llamarpc/llama\.cpp/\w+/bin/ggml-rpc-server \\\n\+\s+-H "
+    assert re.search(server, out, re.MULTILINE)
     # The shard placement (llama_model) and the memory plan (llama_coordinator), computed without the model on a host.
     assert re.search(r"llamarpc-tiny-seed0-00001-of-00002\.gguf -> node\d", out)
     assert re.search(r"- node\s+endpoint\s+layers\s+weights\s+kv cache", out)
